@@ -1,0 +1,1 @@
+"""MPIJob admission policies: pure functions over plain dicts. Never imports flask or webhook."""

@@ -1,0 +1,131 @@
+"""The one interface every rule and mutation implements, and the values they exchange.
+
+Rules never choose how strictly they are enforced: the admin's action (deny / warn / audit)
+is attached by the engine. A finding may only *lower* its own ceiling (a hint that can never
+block, such as differing launcher and worker images).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from policies.cluster import ClusterView
+    from policies.settings import Settings
+
+
+class Action(StrEnum):
+    """How a finding is enforced; ordered from strictest to mildest."""
+
+    DENY = "deny"
+    WARN = "warn"
+    AUDIT = "audit"
+
+    @property
+    def rank(self) -> int:
+        return _ACTION_RANK[self]
+
+    def capped_by(self, ceiling: Action) -> Action:
+        """The milder of the two: a rule set to deny cannot turn an advisory finding into a denial."""
+        return self if self.rank <= ceiling.rank else ceiling
+
+
+_ACTION_RANK = {Action.DENY: 2, Action.WARN: 1, Action.AUDIT: 0}
+
+
+class Problem(Enum):
+    """The kind of problem, in the API server's own field-error vocabulary.
+
+    ``cause`` is the ``details.causes[].reason`` the API server uses, ``label`` starts the cause
+    message exactly like a native field error (``Invalid value: 9: …``). ``POLICY`` is a
+    violation of cluster policy (quota, node fit) rather than of a field's value: it is answered
+    with 403 Forbidden, like the API server's own quota admission.
+    """
+
+    INVALID = ("FieldValueInvalid", "Invalid value")
+    REQUIRED = ("FieldValueRequired", "Required value")
+    NOT_SUPPORTED = ("FieldValueNotSupported", "Unsupported value")
+    FORBIDDEN = ("FieldValueForbidden", "Forbidden")
+    TYPE_INVALID = ("FieldValueTypeInvalid", "Invalid value")
+    POLICY = ("", "")
+
+    def __init__(self, cause: str, label: str) -> None:
+        self.cause = cause
+        self.label = label
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    path: str  # field path as kubectl prints it: spec.mpiReplicaSpecs[Worker].replicas
+    message: str  # what is wrong, what is allowed, what to do
+    problem: Problem = Problem.INVALID
+    value: Any = UNSET  # the offending value, shown like a native field error when set
+    ceiling: Action = Action.DENY
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    username: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule or mutation may look at, and nothing it may change.
+
+    ``job`` is the MPIJob as the API server sent it (v2beta1 shape, already shape-checked when
+    rules run); ``name`` is the object's name, or for ``generateName`` the prefix followed by
+    the five characters the API server will add (``generated_name`` tells which).
+    """
+
+    operation: str  # CREATE | UPDATE
+    job: Mapping[str, Any]
+    namespace: str
+    name: str
+    settings: Settings
+    cluster: ClusterView
+    old_job: Mapping[str, Any] | None = None
+    generated_name: bool = False
+    user: UserInfo = UserInfo()
+    dry_run: bool = False
+
+    def params(self, rule_id: str) -> Any:
+        """The typed parameters the admin set for ``rule_id`` (or the mutation of that id)."""
+        return self.settings.params(rule_id)
+
+
+class Rule(Protocol):
+    id: ClassVar[str]
+    Params: ClassVar[type]  # a frozen dataclass with defaults; the policy file fills it
+    default_action: ClassVar[Action]
+    needs_cluster: ClassVar[bool]  # skipped (and said so) when cluster state is unavailable
+
+    def check(self, ctx: RuleContext) -> Iterable[Finding]: ...
+
+
+class Mutation(Protocol):
+    id: ClassVar[str]
+    Params: ClassVar[type]
+    enabled_by_default: ClassVar[bool]
+
+    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Iterable[str]:
+        """Edit ``job`` (a deep copy) in place; yield warnings for the user, if any."""
+        ...
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """For rules and mutations that have nothing to tune but their action."""

@@ -1,0 +1,140 @@
+"""Runs rules and mutations over one request and says what the admin's policy makes of them.
+
+The engine alone attaches actions, applies the "cluster state unavailable" switch and turns an
+exception inside a rule into an error (never a silent allow: Kyverno CVE-2025-46342).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
+from policies.shape import check_shape
+
+log = logging.getLogger(__name__)
+
+CLUSTER_STATE_RULE = "cluster-state"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    finding: Finding
+    action: Action
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcomes: tuple[Outcome, ...] = ()
+    skipped: tuple[str, ...] = ()  # cluster-aware rules not run because the caches were unusable
+    error: str | None = None  # a rule failed: the request must be refused, never allowed unchecked
+
+    def _with(self, action: Action) -> tuple[Finding, ...]:
+        return tuple(o.finding for o in self.outcomes if o.action is action)
+
+    @property
+    def denials(self) -> tuple[Finding, ...]:
+        return self._with(Action.DENY)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return self._with(Action.WARN)
+
+    @property
+    def audits(self) -> tuple[Finding, ...]:
+        return self._with(Action.AUDIT)
+
+    @property
+    def allowed(self) -> bool:
+        return self.error is None and not self.denials
+
+    @property
+    def is_policy_denial(self) -> bool:
+        """Quota-like denials answer 403 Forbidden; field-value ones 422 Invalid."""
+        return any(f.problem is Problem.POLICY for f in self.denials)
+
+    def rules_by_action(self) -> dict[Action, tuple[str, ...]]:
+        fired: dict[Action, list[str]] = {}
+        for outcome in self.outcomes:
+            ids = fired.setdefault(outcome.action, [])
+            if outcome.finding.rule not in ids:
+                ids.append(outcome.finding.rule)
+        return {action: tuple(ids) for action, ids in fired.items()}
+
+
+@dataclass(frozen=True)
+class MutationResult:
+    job: dict[str, Any]
+    applied: tuple[str, ...] = ()  # ids of the mutations that changed something
+    warnings: tuple[str, ...] = ()
+    error: str | None = None
+    invalid: tuple[Finding, ...] = ()  # shape problems: nothing was mutated, the request is refused
+
+
+def default_rules() -> Sequence[Rule]:
+    from policies.registry import RULES
+
+    return RULES
+
+
+def default_mutations() -> Sequence[Mutation]:
+    from policies.registry import MUTATIONS
+
+    return MUTATIONS
+
+
+def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None) -> Verdict:
+    shape = check_shape(ctx.job)
+    if shape:  # the other rules would be reading garbage: the shape problems are the answer
+        return Verdict(tuple(Outcome(f, Action.DENY) for f in shape))
+    outcomes: list[Outcome] = []
+    skipped: list[str] = []
+    for rule in default_rules() if rules is None else rules:
+        if rule.needs_cluster and not ctx.cluster.available:
+            skipped.append(rule.id)
+            continue
+        action = ctx.settings.action(rule.id)
+        try:
+            findings = list(rule.check(ctx))
+        except Exception as exc:  # noqa: BLE001 - any failure must refuse, not allow
+            log.exception("rule %s failed", rule.id)
+            return Verdict(tuple(outcomes), tuple(skipped), f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+        outcomes.extend(Outcome(f, action.capped_by(f.ceiling)) for f in findings)
+    if skipped:
+        outcomes.append(Outcome(_skipped_finding(ctx, skipped), ctx.settings.cluster_unavailable))
+    return Verdict(tuple(outcomes), tuple(skipped))
+
+
+def _skipped_finding(ctx: RuleContext, skipped: Iterable[str]) -> Finding:
+    reason = ctx.cluster.unavailable_reason or "cluster state is not available yet"
+    return Finding(
+        CLUSTER_STATE_RULE,
+        "",
+        f"cluster checks ({', '.join(skipped)}) were not run: {reason}; "
+        "quota, LimitRange and node capacity were not verified for this job",
+        Problem.POLICY,
+    )
+
+
+def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> MutationResult:
+    shape = check_shape(ctx.job)
+    if shape:
+        return MutationResult(dict(ctx.job), invalid=tuple(shape))
+    job = copy.deepcopy(dict(ctx.job))
+    applied: list[str] = []
+    warnings: list[str] = []
+    for mutation in default_mutations() if mutations is None else mutations:
+        if not ctx.settings.enabled(mutation.id):
+            continue
+        before = copy.deepcopy(job)
+        try:
+            warnings.extend(f"[{mutation.id}] {w}" for w in mutation.apply(job, ctx))
+        except Exception as exc:  # noqa: BLE001 - a failed mutation must refuse, not pass half-done
+            log.exception("mutation %s failed", mutation.id)
+            return MutationResult(dict(ctx.job), tuple(applied), tuple(warnings),
+                                  f"mutation {mutation.id} failed: {type(exc).__name__}: {exc}")
+        if job != before:
+            applied.append(mutation.id)
+    return MutationResult(job, tuple(applied), tuple(warnings))

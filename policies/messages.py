@@ -1,0 +1,44 @@
+"""How findings read, in one place: for people (``[rule-id] path: message``) and for the API
+server (``details.causes`` in its native field-error form, so kubectl prints our denials the
+way it prints its own validation errors)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from policies.base import UNSET, Finding, Problem
+
+
+def render_value(value: Any) -> str:
+    """A value the way apimachinery's field errors show it: strings quoted, numbers bare."""
+    if isinstance(value, str) or isinstance(value, bool) or value is None:
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def body(finding: Finding) -> str:
+    """The part after the field path: ``Invalid value: 9: must be …``."""
+    problem = finding.problem
+    if problem is Problem.POLICY:
+        return finding.message
+    if finding.value is not UNSET and problem in (Problem.INVALID, Problem.NOT_SUPPORTED, Problem.TYPE_INVALID):
+        return f"{problem.label}: {render_value(finding.value)}: {finding.message}"
+    return f"{problem.label}: {finding.message}"
+
+
+def line(finding: Finding) -> str:
+    """One finding as a person reads it: ``[rule-id] field.path: message``."""
+    where = f"{finding.path}: " if finding.path else ""
+    return f"[{finding.rule}] {where}{body(finding)}"
+
+
+def cause(finding: Finding) -> dict[str, str]:
+    return {
+        "reason": finding.problem.cause or "FieldValueForbidden",
+        "message": f"[{finding.rule}] {body(finding)}",
+        "field": finding.path,
+    }
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else (words or word + 's')}"

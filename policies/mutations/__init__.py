@@ -1,0 +1,1 @@
+"""One mutation per module; each exports one class implementing ``policies.base.Mutation``."""

@@ -1,0 +1,23 @@
+"""Every rule and mutation the webhook knows, in the order they run and report."""
+from __future__ import annotations
+
+from policies.base import Mutation, Rule
+from policies.rules.slots_per_worker import SlotsPerWorker
+
+RULES: tuple[Rule, ...] = (
+    SlotsPerWorker(),
+)
+
+MUTATIONS: tuple[Mutation, ...] = ()
+
+
+def _check_unique(items: tuple, kind: str) -> None:
+    ids = [item.id for item in items]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    if duplicates:
+        raise RuntimeError(f"duplicate {kind} ids: {sorted(duplicates)}")
+
+
+_check_unique(RULES + MUTATIONS, "rule/mutation")
+RULE_IDS = tuple(r.id for r in RULES)
+MUTATION_IDS = tuple(m.id for m in MUTATIONS)

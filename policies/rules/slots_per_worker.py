@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from policies.base import Action, Finding, RuleContext
+from policies.jobs import spec
+
+
+@dataclass(frozen=True)
+class SlotsPerWorkerParams:
+    min: int = 1
+    max: int = 8
+
+
+class SlotsPerWorker:
+    """spec.slotsPerWorker: MPI ranks per worker pod, within the admin's range."""
+
+    id = "slots-per-worker"
+    Params = SlotsPerWorkerParams
+    default_action = Action.DENY
+    needs_cluster = False
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        params: SlotsPerWorkerParams = ctx.params(self.id)
+        slots = spec(ctx.job).get("slotsPerWorker")
+        if slots is None or params.min <= slots <= params.max:
+            return
+        fix = params.max if slots > params.max else params.min
+        yield Finding(
+            self.id,
+            "spec.slotsPerWorker",
+            f"slotsPerWorker must be between {params.min} and {params.max} (asked {slots}); "
+            f"set spec.slotsPerWorker to {fix}, and use more workers for more ranks",
+            value=slots,
+        )

@@ -1,0 +1,121 @@
+"""The structural check every other rule stands on: types of the fields the v2beta1 CRD declares.
+
+The API server validates against the CRD schema too, but not always before us: an object
+converted from an older version (``matchPolicy: Equivalent``) arrives neither pruned nor
+defaulted, and a mis-registered or hand-crafted request can carry anything. Rules may trust
+field types only after this check passed, so the engine runs it first and alone decides when
+it fails. Unknown fields are left to the API server's pruning.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from policies.base import Finding, Problem
+
+RULE_ID = "object-shape"
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+
+@cache
+def mpijob_schema() -> Mapping[str, Any]:
+    text = resources.files("policies").joinpath("schema/mpijob-v2beta1.json").read_text()
+    return json.loads(text)
+
+
+def check_shape(job: Any) -> list[Finding]:
+    if not isinstance(job, Mapping):
+        return [_finding("", "the object must be a mapping (a JSON object)", job)]
+    findings = list(_walk(job, mpijob_schema(), ""))
+    if not findings and not isinstance(job.get("spec"), Mapping):
+        findings.append(
+            Finding(RULE_ID, "spec", "an MPIJob needs a spec with mpiReplicaSpecs",
+                    Problem.REQUIRED)
+        )
+    return findings
+
+
+def _matches(value: Any, type_name: str) -> bool:
+    match type_name:
+        case "object":
+            return isinstance(value, Mapping)
+        case "array":
+            return isinstance(value, list)
+        case "string":
+            return isinstance(value, str)
+        case "integer":
+            return isinstance(value, int) and not isinstance(value, bool)
+        case "number":
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        case "boolean":
+            return isinstance(value, bool)
+    return True
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _walk(value: Any, schema: Mapping[str, Any], path: str) -> Iterator[Finding]:
+    if value is None:
+        return  # the API server drops nulls of non-nullable fields; nothing to check
+    if schema.get("x-kubernetes-int-or-string"):
+        if not (isinstance(value, str) or _matches(value, "integer")):
+            yield _finding(path, "must be an integer or a string (a quantity such as 2, \"500m\" or \"4Gi\")", value)
+        return
+    expected = schema.get("type")
+    if expected and not _matches(value, expected):
+        yield _finding(path, f"must be {_TYPE_WORDS.get(expected, expected)}, not {_describe(value)}", value)
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        return  # enums are the rules' business: they explain the choice better than a schema
+    if isinstance(value, Mapping):
+        yield from _walk_mapping(value, schema, path)
+    elif isinstance(value, list) and "items" in schema:
+        for index, item in enumerate(value):
+            yield from _walk(item, schema["items"], f"{path}[{index}]")
+
+
+def _walk_mapping(value: Mapping[str, Any], schema: Mapping[str, Any], path: str) -> Iterator[Finding]:
+    properties = schema.get("properties") or {}
+    for required in schema.get("required") or ():
+        if value.get(required) is None:
+            yield Finding(RULE_ID, _child(path, required), "is required", Problem.REQUIRED)
+    for key, item in value.items():
+        if key in properties:
+            yield from _walk(item, properties[key], _child(path, key))
+        elif isinstance(schema.get("additionalProperties"), Mapping):
+            yield from _walk(item, schema["additionalProperties"], f"{path}[{key}]")
+
+
+def _describe(value: Any) -> str:
+    for type_name in ("boolean", "integer", "number", "string", "array", "object"):
+        if _matches(value, type_name):
+            return _TYPE_WORDS[type_name]
+    return "null"
+
+
+def _finding(path: str, message: str, value: Any) -> Finding:
+    return Finding(RULE_ID, path, message, Problem.INVALID, _preview(value))
+
+
+def _preview(value: Any) -> Any:
+    """Show scalars as they are; never echo a whole nested object back into a message."""
+    if isinstance(value, Mapping):
+        return "{…}"
+    if isinstance(value, list):
+        return "[…]"
+    if isinstance(value, str) and len(value) > 64:
+        return value[:61] + "…"
+    return value

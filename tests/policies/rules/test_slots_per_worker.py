@@ -1,0 +1,31 @@
+import pytest
+
+from policies.base import Problem
+from policies.rules.slots_per_worker import SlotsPerWorker
+from tests.builders import context, mpijob
+
+RULE = SlotsPerWorker()
+
+
+@pytest.mark.parametrize("slots", [1, 4, 8, None], ids=lambda s: f"slots={s}")
+def test_within_range_is_clean(slots):
+    assert list(RULE.check(context(mpijob(slots=slots)))) == []
+
+
+@pytest.mark.parametrize(("slots", "fix"), [(0, 1), (9, 8), (-3, 1), (64, 8)], ids=["zero", "nine", "negative", "huge"])
+def test_out_of_range_names_value_range_and_fix(slots, fix):
+    (finding,) = RULE.check(context(mpijob(slots=slots)))
+    assert finding.rule == "slots-per-worker"
+    assert finding.path == "spec.slotsPerWorker"
+    assert finding.problem is Problem.INVALID
+    assert finding.value == slots
+    assert "between 1 and 8" in finding.message
+    assert f"set spec.slotsPerWorker to {fix}" in finding.message
+
+
+def test_admin_range_is_honoured():
+    from policies.settings import Settings
+
+    settings = Settings.defaults().with_rule("slots-per-worker", max=2)
+    (finding,) = RULE.check(context(mpijob(slots=4), settings=settings))
+    assert "between 1 and 2" in finding.message

@@ -1,0 +1,164 @@
+"""From a parsed AdmissionRequest to a response: which requests are checked at all, with which
+settings, and what is reported to the observers (audit log, metrics)."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jsonpatch
+
+from policies.base import RuleContext
+from policies.cluster import ClusterView
+from policies.engine import MutationResult, Verdict, evaluate, mutate
+from policies.jobs import HUB_VERSION
+from policies.policy import Policy
+from policies.settings import Settings
+from webhook import responses
+from webhook.review import AdmissionRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one admission call decided, for the audit log and metrics."""
+
+    endpoint: str  # validate | mutate
+    request: AdmissionRequest
+    allowed: bool
+    reason: str  # checked | exempt | not-mpijob | skipped-operation | unchanged-spec | older-version | …
+    verdict: Verdict | None = None
+    mutation: MutationResult | None = None
+    patch_ops: int = 0
+    seconds: float = 0.0
+
+
+Observer = Callable[[Decision], None]
+# Turns an MPIJob of another apiVersion into its v2beta1 form; None when it cannot (yet).
+HubConverter = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
+
+
+def _no_conversion(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    return None
+
+
+@dataclass
+class Admission:
+    policy: Callable[[], Policy]
+    cluster: ClusterView
+    observers: list[Observer] = field(default_factory=list)
+    to_hub: HubConverter = _no_conversion
+
+    # --- validating -------------------------------------------------------------------------
+    def validate(self, req: AdmissionRequest) -> dict[str, Any]:
+        started = time.perf_counter()
+        response, decision = self._validate(req)
+        self._notify(decision, started)
+        return response
+
+    def _validate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+        passed = self._pass_through(req, "validate")
+        if passed:
+            return passed
+        job = self._hub_object(req.object, req)
+        if job is None:
+            return self._allow(req, "validate", "older-version", warnings=[self._older_version_warning(req)])
+        if req.operation == "UPDATE" and self._spec_unchanged(req):
+            return self._allow(req, "validate", "unchanged-spec")
+        settings = self._settings(req)
+        if settings is None:
+            return self._allow(req, "validate", "exempt")
+        old = self._hub_object(req.old_object, req) if req.operation == "UPDATE" else None
+        verdict = evaluate(self._context(req, job, settings, old))
+        decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
+        return responses.from_verdict(req, verdict), decision
+
+    # --- mutating ---------------------------------------------------------------------------
+    def mutate(self, req: AdmissionRequest) -> dict[str, Any]:
+        started = time.perf_counter()
+        response, decision = self._mutate(req)
+        self._notify(decision, started)
+        return response
+
+    def _mutate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+        passed = self._pass_through(req, "mutate")
+        if passed:
+            return passed
+        if req.operation != "CREATE":
+            return self._allow(req, "mutate", "skipped-operation")
+        if req.version != HUB_VERSION:
+            return self._allow(req, "mutate", "older-version")
+        settings = self._settings(req)
+        if settings is None:
+            return self._allow(req, "mutate", "exempt")
+        result = mutate(self._context(req, req.object, settings, None))
+        if result.invalid:
+            response = responses.deny_findings(req, result.invalid)
+            return response, Decision("mutate", req, False, "invalid-shape", mutation=result)
+        if result.error is not None:
+            response = responses.deny(
+                req, code=500, reason="InternalError",
+                message=f"the MPIJob could not be prepared and was refused rather than admitted half-done: "
+                        f"{result.error}; retry, and tell the cluster administrator if it persists",
+            )
+            return response, Decision("mutate", req, False, "error", mutation=result)
+        patch = jsonpatch.make_patch(req.object, result.job).patch
+        audit = {"mutated-by": ",".join(result.applied)} if result.applied else None
+        response = responses.allow(req, warnings=result.warnings, audit=audit, patch=patch)
+        return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))
+
+    # --- shared -----------------------------------------------------------------------------
+    def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
+        if not req.is_mpijob:
+            log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",
+                        endpoint, req.group, req.version, req.kind)
+            return self._allow(req, endpoint, "not-mpijob")
+        if req.operation in ("DELETE", "CONNECT") or req.sub_resource:
+            return self._allow(req, endpoint, "skipped-operation")
+        return None
+
+    def _allow(self, req: AdmissionRequest, endpoint: str, reason: str,
+               warnings: list[str] | None = None) -> tuple[dict[str, Any], Decision]:
+        return responses.allow(req, warnings=warnings or ()), Decision(endpoint, req, True, reason)
+
+    def _hub_object(self, obj: Any, req: AdmissionRequest) -> Any:
+        """The object in v2beta1 form, or None when it is of an older version we cannot convert."""
+        if req.version == HUB_VERSION or not isinstance(obj, Mapping):
+            return obj
+        return self.to_hub(obj)
+
+    @staticmethod
+    def _older_version_warning(req: AdmissionRequest) -> str:
+        return (f"kubeflow.org/{req.version} MPIJobs are not validated by this webhook; "
+                f"write the job as kubeflow.org/{HUB_VERSION} to have it checked before it runs")
+
+    @staticmethod
+    def _spec_unchanged(req: AdmissionRequest) -> bool:
+        """Metadata-only edits (labels, finalizers) of existing jobs are never blocked.
+        A deletionTimestamp earns nothing here: only an identical spec passes."""
+        old = req.old_object
+        return isinstance(old, Mapping) and isinstance(req.object, Mapping) and \
+            req.object.get("spec") == old.get("spec")
+
+    def _settings(self, req: AdmissionRequest) -> Settings | None:
+        namespace = self.cluster.namespace(req.namespace) if self.cluster.available else None
+        labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+        return self.policy().settings_for(req.namespace, labels)
+
+    def _context(self, req: AdmissionRequest, job: Any, settings: Settings, old: Any) -> RuleContext:
+        return RuleContext(
+            operation=req.operation, job=job, namespace=req.namespace, name=req.name,
+            settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
+            generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
+        )
+
+    def _notify(self, decision: Decision, started: float) -> None:
+        decision = replace(decision, seconds=time.perf_counter() - started)
+        for observer in self.observers:
+            try:
+                observer(decision)
+            except Exception:  # noqa: BLE001 - an audit sink failing must not change the verdict
+                log.exception("decision observer failed")

@@ -1,0 +1,1 @@
+"""Subcommands of ``mpijob-webhook``; see webhook.cli.COMMANDS."""

@@ -1,0 +1,127 @@
+"""AdmissionReview out: the response envelope, in the API server's own terms and limits."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from policies import messages
+from policies.base import Action, Finding
+from policies.engine import Verdict
+from webhook.review import AdmissionRequest
+
+# The API server truncates a warning over 256 characters and drops all beyond 4096 in total.
+WARNING_MAX = 256
+WARNINGS_TOTAL_MAX = 4096
+_AUDIT_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def review(api_version: str, response: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": dict(response)}
+
+
+def allow(
+    req: AdmissionRequest,
+    *,
+    warnings: Iterable[str] = (),
+    audit: Mapping[str, str] | None = None,
+    patch: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": req.uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(patch), separators=(",", ":")).encode()).decode()
+    return review(req.api_version, _decorate(response, warnings, audit))
+
+
+def deny(
+    req: AdmissionRequest,
+    *,
+    code: int,
+    reason: str,
+    message: str,
+    details: Mapping[str, Any] | None = None,
+    warnings: Iterable[str] = (),
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"status": "Failure", "code": code, "reason": reason, "message": message}
+    if details:
+        status["details"] = dict(details)
+    response = {"uid": req.uid, "allowed": False, "status": status}
+    return review(req.api_version, _decorate(response, warnings, audit))
+
+
+def from_verdict(req: AdmissionRequest, verdict: Verdict, *, extra_warnings: Iterable[str] = ()) -> dict[str, Any]:
+    warnings = [*extra_warnings, *(messages.line(f) for f in verdict.warnings)]
+    audit = audit_annotations(verdict)
+    if verdict.error is not None:
+        return deny(
+            req, code=500, reason="InternalError",
+            message=f"the MPIJob could not be checked and was refused rather than admitted unchecked: "
+                    f"{verdict.error}; retry, and tell the cluster administrator if it persists",
+            warnings=warnings, audit=audit,
+        )
+    if verdict.allowed:
+        return allow(req, warnings=warnings, audit=audit)
+    return deny_findings(req, verdict.denials, policy=verdict.is_policy_denial, warnings=warnings, audit=audit)
+
+
+def deny_findings(
+    req: AdmissionRequest,
+    findings: Sequence[Finding],
+    *,
+    policy: bool = False,
+    warnings: Iterable[str] = (),
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Field-value problems: 422 Invalid with causes, so kubectl prints them like native
+    validation errors. Any policy problem (quota, node fit): 403 Forbidden, like quota admission."""
+    name = req.name or "(unnamed)"
+    lines = "\n".join(messages.line(f) for f in findings)
+    details = {"name": name, "group": req.group or "kubeflow.org", "kind": req.kind or "MPIJob",
+               "causes": [messages.cause(f) for f in findings]}
+    if policy:
+        return deny(req, code=403, reason="Forbidden", message=f'{req.kind or "MPIJob"} "{name}" is forbidden: {lines}',
+                    details=details, warnings=warnings, audit=audit)
+    return deny(req, code=422, reason="Invalid", message=f'{req.kind or "MPIJob"}.{req.group or "kubeflow.org"} "{name}" is invalid: {lines}',
+                details=details, warnings=warnings, audit=audit)
+
+
+def audit_annotations(verdict: Verdict) -> dict[str, str]:
+    """Keys become ``<webhook name>/<key>`` on the API server, so they must be plain names."""
+    fired = verdict.rules_by_action()
+    words = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "audited-by"}
+    annotations = {words[action]: ",".join(ids) for action, ids in fired.items()}
+    if verdict.skipped:
+        annotations["skipped-rules"] = ",".join(verdict.skipped)
+    return annotations
+
+
+def limit_warnings(warnings: Iterable[str]) -> list[str]:
+    """Within the API server's limits: each ≤ 256 characters, ≤ 4096 in all, no 'Warning:' prefix."""
+    kept: list[str] = []
+    total = 0
+    for text in warnings:
+        text = re.sub(r"^\s*warning:\s*", "", " ".join(text.split()), flags=re.IGNORECASE)
+        if len(text) > WARNING_MAX:
+            text = text[: WARNING_MAX - 3] + "..."
+        if total + len(text) > WARNINGS_TOTAL_MAX:
+            remaining = WARNINGS_TOTAL_MAX - total
+            note = "more warnings were left out"
+            if remaining >= len(note):
+                kept.append(note)
+            break
+        kept.append(text)
+        total += len(text)
+    return kept
+
+
+def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[str, str] | None) -> dict[str, Any]:
+    limited = limit_warnings(warnings)
+    if limited:
+        response["warnings"] = limited
+    if audit:
+        response["auditAnnotations"] = {k: v for k, v in audit.items() if _AUDIT_KEY.match(k)}
+    return response

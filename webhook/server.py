@@ -1,0 +1,48 @@
+"""Gunicorn, configured for an admission webhook: TLS, threaded workers (the API server keeps
+its connections alive and reuses them), bounded request sizes and timeouts."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask
+from gunicorn.app.base import BaseApplication
+
+from webhook.bootstrap import ServeOptions
+
+
+def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
+    return {
+        "bind": f"[{options.host}]:{options.port}" if ":" in options.host else f"{options.host}:{options.port}",
+        "certfile": str(options.cert_file),
+        "keyfile": str(options.key_file),
+        "worker_class": "gthread",
+        "workers": options.workers,
+        "threads": options.threads,
+        # A worker that does not answer its arbiter for this long is replaced.
+        "timeout": 30,
+        "graceful_timeout": 20,
+        # Longer than the API server's idle connection reuse, so it is the client that closes.
+        "keepalive": 120,
+        "limit_request_line": 8190,
+        "limit_request_fields": 100,
+        "limit_request_field_size": 8190,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": "info",
+        "proc_name": "mpijob-webhook",
+    }
+
+
+class WebhookServer(BaseApplication):  # type: ignore[misc]
+    def __init__(self, app_factory: Callable[[], Flask], options: dict[str, Any]) -> None:
+        self._factory = app_factory
+        self._options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Flask:
+        return self._factory()
