@@ -116,13 +116,23 @@ class Rule(Protocol):
     def check(self, ctx: RuleContext) -> Iterable[Finding]: ...
 
 
+@dataclass(frozen=True)
+class Mutated:
+    """What one mutation did to the working copy. ``changed`` must be True exactly when it
+    edited something: the engine trusts it instead of comparing copies, and computes a patch
+    only when some mutation changed the job."""
+
+    changed: bool = False
+    warnings: tuple[str, ...] = ()  # for the user; the engine adds ``[mutation-id]``
+
+
 class Mutation(Protocol):
     id: ClassVar[str]
     Params: ClassVar[type]
     enabled_by_default: ClassVar[bool]
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Iterable[str]:
-        """Edit ``job`` (a deep copy) in place; yield warnings for the user, if any."""
+    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+        """Edit ``job`` (the engine's working copy, never the request) in place."""
         ...
 
 

@@ -2,13 +2,20 @@
 from __future__ import annotations
 
 from policies.base import Mutation, Rule
+from policies.mutations.istio_sidecar_off import IstioSidecarOff
+from policies.mutations.kueue_queue_label import KueueQueueLabel
+from policies.mutations.restricted_service_account import RestrictedServiceAccount
 from policies.rules.slots_per_worker import SlotsPerWorker
 
 RULES: tuple[Rule, ...] = (
     SlotsPerWorker(),
 )
 
-MUTATIONS: tuple[Mutation, ...] = ()
+MUTATIONS: tuple[Mutation, ...] = (
+    IstioSidecarOff(),
+    KueueQueueLabel(),
+    RestrictedServiceAccount(),
+)
 
 
 def _check_unique(items: tuple, kind: str) -> None:

@@ -8,11 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import jsonpatch
-
 from policies.base import RuleContext
 from policies.cluster import ClusterView
-from policies.engine import MutationResult, Verdict, evaluate, mutate
+from policies.engine import MutationResult, Verdict, evaluate, json_patch, mutate
 from policies.jobs import HUB_VERSION
 from policies.policy import Policy
 from policies.settings import Settings
@@ -105,7 +103,7 @@ class Admission:
                         f"{result.error}; retry, and tell the cluster administrator if it persists",
             )
             return response, Decision("mutate", req, False, "error", mutation=result)
-        patch = jsonpatch.make_patch(req.object, result.job).patch
+        patch = json_patch(req.object, result)
         audit = {"mutated-by": ",".join(result.applied)} if result.applied else None
         response = responses.allow(req, warnings=result.warnings, audit=audit, patch=patch)
         return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from policies.base import Mutated, RuleContext
+from policies.mutations.edits import lookup, set_default
+from policies.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+MUTATION_ID = "kueue-queue-label"
+
+
+@dataclass(frozen=True)
+class KueueQueueLabelParams:
+    # LocalQueue per namespace, e.g. {"team-a": "team-a-queue"}; wins over default_queue.
+    queues: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # LocalQueue for the namespaces not in ``queues``; None: their jobs get no label.
+    default_queue: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.queues, Mapping):
+            raise ValueError(f"{MUTATION_ID}: queues must map namespace to LocalQueue name, "
+                             f"got {type(self.queues).__name__}")
+        for namespace, queue in self.queues.items():
+            _check_queue_name(queue, f"queue for namespace {namespace!r}")
+        if self.default_queue is not None:
+            _check_queue_name(self.default_queue, "default_queue")
+        object.__setattr__(self, "queues", MappingProxyType(dict(self.queues)))
+
+    def queue_for(self, namespace: str) -> str | None:
+        return self.queues.get(namespace, self.default_queue)
+
+
+def _check_queue_name(queue: Any, what: str) -> None:
+    """Kueue's own webhook refuses a queue label that is not a DNS-1123 subdomain; a label
+    value is at most 63 characters. Refused when the policy loads, not on every job."""
+    if not (isinstance(queue, str) and is_dns1123_subdomain(queue) and is_label_value(queue)):
+        raise ValueError(
+            f"{MUTATION_ID}: {what} is {queue!r}, not a LocalQueue name: use lowercase letters, digits, "
+            f"'-' and '.', at most {LABEL_VALUE_MAX} characters, starting and ending with a letter or digit"
+        )
+
+
+class KueueQueueLabel:
+    """MPIJobs without a queue label get the LocalQueue the admin configured for their
+    namespace, so they are queued and share quota fairly instead of bypassing Kueue."""
+
+    id = MUTATION_ID
+    Params = KueueQueueLabelParams
+    enabled_by_default = True
+
+    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+        params: KueueQueueLabelParams = ctx.params(self.id)
+        queue = params.queue_for(ctx.namespace)
+        # Any value the user or Kueue set, even "", is theirs: never replaced.
+        if queue is None or lookup(job, ("metadata", "labels", QUEUE_LABEL)) is not None:
+            return Mutated()
+        changed = set_default(job, ("metadata", "labels"), QUEUE_LABEL, queue)
+        if changed and _queue_missing(ctx, queue):
+            # Labelled all the same: the admin asked for queueing, and a job left unlabelled
+            # would bypass quota; Kueue admits it once the LocalQueue exists.
+            return Mutated(True, (
+                f'{QUEUE_LABEL} was set to "{queue}", but namespace {ctx.namespace} has no LocalQueue '
+                f'"{queue}": the job waits until it exists; ask the cluster administrator to create it',
+            ))
+        return Mutated(changed)
+
+
+def _queue_missing(ctx: RuleContext, queue: str) -> bool:
+    """Said only when the watch cache knows this namespace's LocalQueues (Kueue is installed)."""
+    known = ctx.cluster.local_queues(ctx.namespace) if ctx.cluster.available else None
+    if known is None:
+        return False
+    return all((q.get("metadata") or {}).get("name") != queue for q in known)

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from policies.base import Mutated, RuleContext
+from policies.mutations.edits import pod_templates, set_default, set_value
+from policies.names import is_dns1123_subdomain
+
+MUTATION_ID = "restricted-service-account"
+AUTOMOUNT = "automountServiceAccountToken"
+
+
+@dataclass(frozen=True)
+class RestrictedServiceAccountParams:
+    # ServiceAccount for Launcher and Worker pods that name none; None keeps the namespace's
+    # "default" ServiceAccount (still without a mounted token).
+    service_account: str | None = None
+
+    def __post_init__(self) -> None:
+        name = self.service_account
+        if name is not None and not (isinstance(name, str) and is_dns1123_subdomain(name)):
+            raise ValueError(
+                f"{MUTATION_ID}: service_account is {name!r}, not a ServiceAccount name: use lowercase "
+                "letters, digits, '-' and '.', starting and ending with a letter or digit"
+            )
+
+
+class RestrictedServiceAccount:
+    """MPI v2 pods reach each other over SSH and never call the Kubernetes API, so by default
+    they get no ServiceAccount token, and optionally a ServiceAccount with no permissions."""
+
+    id = MUTATION_ID
+    Params = RestrictedServiceAccountParams
+    enabled_by_default = True
+
+    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+        params: RestrictedServiceAccountParams = ctx.params(self.id)
+        changed = False
+        mounting: list[str] = []
+        for replica_type, template in pod_templates(job):
+            pod = template.get("spec")
+            if not isinstance(pod, dict):
+                continue  # no pod to run: the validating rules refuse the job
+            if pod.get(AUTOMOUNT) is True:
+                mounting.append(replica_type)
+            changed |= set_default(pod, (), AUTOMOUNT, False)
+            if params.service_account and not _names_service_account(pod):
+                changed |= set_value(pod, (), "serviceAccountName", params.service_account)
+        return Mutated(changed, self._warnings(mounting))
+
+    @staticmethod
+    def _warnings(mounting: list[str]) -> tuple[str, ...]:
+        if not mounting:
+            return ()
+        where = f"the {' and '.join(mounting)} pod template{'s' if len(mounting) > 1 else ''}"
+        return (f"{where} set {AUTOMOUNT}: true, so their pods get a Kubernetes API token; MPI pods "
+                "talk over SSH and need none: remove it unless the training code calls the API",)
+
+
+def _names_service_account(pod: dict[str, Any]) -> bool:
+    """``serviceAccount`` is the deprecated alias the API server still copies into
+    ``serviceAccountName``: either one names the pod's ServiceAccount ("" names none)."""
+    return bool(pod.get("serviceAccountName") or pod.get("serviceAccount"))
