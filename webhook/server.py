@@ -9,6 +9,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from webhook.bootstrap import ServeOptions
+from webhook.tls import log_serving_certificate, reloading_ssl_context
 
 
 def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
@@ -16,6 +17,9 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         "bind": f"[{options.host}]:{options.port}" if ":" in options.host else f"{options.host}:{options.port}",
         "certfile": str(options.cert_file),
         "keyfile": str(options.key_file),
+        # Renewed certificates (Secret volume updates) are served without a restart.
+        "ssl_context": reloading_ssl_context(),
+        "on_starting": log_serving_certificate,
         "worker_class": "gthread",
         "workers": options.workers,
         "threads": options.threads,
@@ -31,6 +35,9 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         "errorlog": "-",
         "loglevel": "info",
         "proc_name": "mpijob-webhook",
+        # gunicornc's control socket: nothing in a pod uses it, it would need a writable $HOME
+        # (the root filesystem is read-only) and servers of one user would share its path.
+        "control_socket_disable": True,
     }
 
 
