@@ -5,7 +5,7 @@ import copy
 import uuid
 from typing import Any
 
-from policies.base import RuleContext
+from policies.base import Mutated, Mutation, RuleContext
 from policies.cluster import NO_CLUSTER, ClusterView
 from policies.settings import Settings
 
@@ -73,3 +73,9 @@ def context(job: dict[str, Any], *, settings: Settings | None = None, cluster: C
                        name=name if name is not None else job.get("metadata", {}).get("name", ""),
                        settings=settings or Settings.defaults(), cluster=cluster, old_job=old,
                        generated_name=generated_name)
+
+
+def run_mutation(mutation: Mutation, job: dict[str, Any], **context_args: Any) -> tuple[dict[str, Any], Mutated]:
+    """Apply one mutation to a copy of ``job``, as the engine does: (edited copy, what it reported)."""
+    edited = copy.deepcopy(job)
+    return edited, mutation.apply(edited, context(job, **context_args))

@@ -12,8 +12,7 @@ INJECT = "sidecar.istio.io/inject"
 INJECT_FIELDS = ("labels", "annotations")
 # What Istio's injector reads as "inject" (case-insensitive); any other value means no sidecar.
 ASKS_FOR_SIDECAR = frozenset({"true", "yes", "y", "on"})
-WHY = ("with a sidecar the launcher Job never completes (the sidecar keeps running) "
-       "and SSH between ranks fails under strict mTLS")
+WHY = "the launcher Job never completes (its sidecar keeps running) and SSH between ranks fails under strict mTLS"
 
 
 @dataclass(frozen=True)
@@ -49,9 +48,8 @@ class IstioSidecarOff:
             return ()
         where = f"the {' and '.join(asked)} pod template{'s' if len(asked) > 1 else ''}"
         if params.keep_explicit_true:
-            return (f'{where} keep {INJECT} "true" as the policy allows, but {WHY}; '
-                    f'set it to "false" unless the mesh is configured for MPI',)
-        return (f'{INJECT} "true" on {where} was changed to "false": {WHY}',)
+            return (f'{INJECT} "true" kept on {where} as the policy allows, but {WHY}; set "false" to fix',)
+        return (f'{INJECT} "true" on {where} was changed to "false": with a sidecar {WHY}',)
 
 
 def asks_for_sidecar(metadata: Any) -> bool:

@@ -53,9 +53,10 @@ class RestrictedServiceAccount:
     def _warnings(mounting: list[str]) -> tuple[str, ...]:
         if not mounting:
             return ()
-        where = f"the {' and '.join(mounting)} pod template{'s' if len(mounting) > 1 else ''}"
-        return (f"{where} set {AUTOMOUNT}: true, so their pods get a Kubernetes API token; MPI pods "
-                "talk over SSH and need none: remove it unless the training code calls the API",)
+        several = len(mounting) > 1
+        where = f"the {' and '.join(mounting)} pod template{'s' if several else ''}"
+        return (f"{where} set {AUTOMOUNT}: true, so {'their' if several else 'its'} pods get a Kubernetes API "
+                "token; MPI pods talk over SSH and need none: remove it unless the training code calls the API",)
 
 
 def _names_service_account(pod: dict[str, Any]) -> bool:

@@ -1,0 +1,121 @@
+import pytest
+
+from policies.cluster import StaticClusterView
+from policies.mutations.kueue_queue_label import KueueQueueLabel, KueueQueueLabelParams
+from policies.settings import Settings
+from tests.builders import mpijob, run_mutation
+
+MUTATION = KueueQueueLabel()
+QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+def configured(**params):
+    return Settings.defaults().with_mutation("kueue-queue-label", **params)
+
+
+TEAM_A = configured(queues={"team-a": "team-a-queue"})
+
+
+def local_queue(name):
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": "team-a"}, "spec": {"clusterQueue": "cluster"}}
+
+
+def test_nothing_happens_without_a_configured_queue():
+    job = mpijob()
+    edited, outcome = run_mutation(MUTATION, job)
+    assert outcome.changed is False
+    assert outcome.warnings == ()
+    assert edited == job
+
+
+def test_namespace_queue_is_added_creating_the_labels_map():
+    job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A)
+    assert outcome.changed is True
+    assert outcome.warnings == ()
+    assert job["metadata"] == {"name": "pi", "labels": {QUEUE: "team-a-queue"}}
+
+
+def test_other_labels_are_kept():
+    job = mpijob()
+    job["metadata"]["labels"] = {"app": "train", "example.com/a~b": "x"}
+    edited, _ = run_mutation(MUTATION, job, settings=TEAM_A)
+    assert edited["metadata"]["labels"] == {"app": "train", "example.com/a~b": "x", QUEUE: "team-a-queue"}
+
+
+def test_missing_metadata_is_created():
+    job = mpijob()
+    del job["metadata"]
+    edited, outcome = run_mutation(MUTATION, job, settings=TEAM_A, name="")
+    assert outcome.changed is True
+    assert edited["metadata"] == {"labels": {QUEUE: "team-a-queue"}}
+
+
+def test_other_namespaces_get_the_default_queue_or_nothing():
+    both = configured(queues={"team-a": "team-a-queue"}, default_queue="shared")
+    job, _ = run_mutation(MUTATION, mpijob(), settings=both, namespace="team-b")
+    assert job["metadata"]["labels"] == {QUEUE: "shared"}
+    job, _ = run_mutation(MUTATION, mpijob(), settings=both, namespace="team-a")
+    assert job["metadata"]["labels"] == {QUEUE: "team-a-queue"}
+    job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A, namespace="team-b")
+    assert outcome.changed is False
+    assert "labels" not in job["metadata"]
+
+
+@pytest.mark.parametrize("existing", ["users-queue", "default", ""], ids=["user", "kueue-default", "empty"])
+def test_an_existing_label_is_never_replaced(existing):
+    job = mpijob()
+    job["metadata"]["labels"] = {QUEUE: existing}
+    edited, outcome = run_mutation(MUTATION, job, settings=configured(default_queue="shared"))
+    assert outcome.changed is False
+    assert edited == job
+
+
+def test_missing_local_queue_still_labels_and_warns():
+    cluster = StaticClusterView(queues={"team-a": [local_queue("other")]})
+    job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A, cluster=cluster)
+    assert job["metadata"]["labels"] == {QUEUE: "team-a-queue"}
+    assert outcome.warnings == (
+        'kueue.x-k8s.io/queue-name was set to "team-a-queue", but namespace team-a has no LocalQueue '
+        '"team-a-queue": the job waits until it exists; ask the cluster administrator to create it',
+    )
+
+
+@pytest.mark.parametrize("cluster", [
+    StaticClusterView(queues={"team-a": [local_queue("team-a-queue")]}),
+    StaticClusterView(queues=None),  # Kueue not installed: nothing to say
+    StaticClusterView(queues={}, available=False, unavailable_reason="caches syncing"),
+], ids=["queue-exists", "no-kueue", "cache-unavailable"])
+def test_no_warning_unless_the_queue_is_known_to_be_missing(cluster):
+    job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A, cluster=cluster)
+    assert job["metadata"]["labels"] == {QUEUE: "team-a-queue"}
+    assert outcome.warnings == ()
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"queues": {"team-a": "Team_A"}}, "queue for namespace 'team-a' is 'Team_A', not a LocalQueue name"),
+    ({"queues": {"team-a": "q" * 64}}, "at most 63 characters"),
+    ({"queues": {"team-a": None}}, "queue for namespace 'team-a' is None"),
+    ({"default_queue": "-shared"}, "default_queue is '-shared', not a LocalQueue name"),
+    ({"queues": ["team-a"]}, "queues must map namespace to LocalQueue name, got list"),
+], ids=["uppercase", "too-long", "none", "leading-dash", "not-a-map"])
+def test_bad_settings_are_refused_when_loaded(params, message):
+    with pytest.raises(ValueError, match="kueue-queue-label: ") as raised:
+        KueueQueueLabelParams(**params)
+    assert message in str(raised.value)
+
+
+def test_params_do_not_share_the_callers_map():
+    queues = {"team-a": "team-a-queue"}
+    params = KueueQueueLabelParams(queues=queues)
+    queues["team-b"] = "other"
+    assert dict(params.queues) == {"team-a": "team-a-queue"}
+    with pytest.raises(TypeError):
+        params.queues["team-c"] = "x"  # type: ignore[index]
+
+
+def test_second_pass_changes_nothing():
+    once, _ = run_mutation(MUTATION, mpijob(), settings=TEAM_A)
+    twice, outcome = run_mutation(MUTATION, once, settings=TEAM_A)
+    assert outcome.changed is False
+    assert twice == once
