@@ -103,6 +103,36 @@ def new_serving_cert(ca: Issued, dns_names: list[str], ip_addresses: list[str] =
     return Issued(cert, key)
 
 
+def load_ca(cert_file: Path, key_file: Path) -> Issued:
+    """An existing CA, to sign a renewed serving certificate that the same caBundle still trusts."""
+    certificate = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise ValueError(f"{key_file}: unsupported key type {type(key).__name__}; use an ECDSA or RSA key")
+    if _spki(key.public_key()) != _spki(certificate.public_key()):
+        raise ValueError(f"{key_file} is not the private key of {cert_file}")
+    try:
+        is_ca = certificate.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        is_ca = False
+    if not is_ca:
+        raise ValueError(f"{cert_file} is not a CA certificate (basicConstraints CA:TRUE missing)")
+    return Issued(certificate, key)
+
+
+def _spki(public_key: object) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.DER,  # type: ignore[attr-defined]
+                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def write_private_key(path: Path, issued: Issued) -> None:
+    """A private key file readable by its owner only, created that way (never briefly world-readable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_bytes(issued.key_pem())
+
+
 def service_dns_names(service: str, namespace: str) -> list[str]:
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
 
@@ -130,9 +160,7 @@ def write_bundle(directory: Path, ca: Issued, serving: Issued) -> Bundle:
     bundle = Bundle(directory)
     bundle.ca_file.write_bytes(ca.cert_pem())
     bundle.cert_file.write_bytes(serving.cert_pem())
-    bundle.key_file.touch(mode=0o600)
-    bundle.key_file.chmod(0o600)
-    bundle.key_file.write_bytes(serving.key_pem())
+    write_private_key(bundle.key_file, serving)
     return bundle
 
 
