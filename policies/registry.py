@@ -5,10 +5,25 @@ from policies.base import Mutation, Rule
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
 from policies.mutations.kueue_queue_label import KueueQueueLabel
 from policies.mutations.restricted_service_account import RestrictedServiceAccount
+from policies.rules.image_reference import ImageReference
+from policies.rules.job_name import JobName
+from policies.rules.launcher import Launcher
+from policies.rules.mpi_settings import MpiSettings
+from policies.rules.replica_spec import ReplicaSpec
+from policies.rules.run_policy import RunPolicy
 from policies.rules.slots_per_worker import SlotsPerWorker
+from policies.rules.worker_count import WorkerCount
 
 RULES: tuple[Rule, ...] = (
+    # the spec as written, top to bottom: name, structure, counts, MPI wiring, lifecycle, pods
+    JobName(),
+    ReplicaSpec(),
+    Launcher(),
+    WorkerCount(),
     SlotsPerWorker(),
+    MpiSettings(),
+    RunPolicy(),
+    ImageReference(),
 )
 
 MUTATIONS: tuple[Mutation, ...] = (

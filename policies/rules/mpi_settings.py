@@ -1,0 +1,67 @@
+"""``mpi-settings``: how the operator wires MPI into the pods.
+
+Owns: ``mpiImplementation`` is one the operator knows (and the admin allows), which decides the
+hostfile format and environment it writes; ``launcherCreationPolicy`` is AtStartup or
+WaitForWorkersReady (the CRD has no enum for it); ``sshAuthMountPath`` is a non-empty absolute
+path without ``..`` (the operator mounts the SSH keys there in every pod). An absent field is
+fine: objects converted from older versions arrive without CRD defaults, and the operator
+applies the same defaults itself.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from policies.base import Action, Finding, Problem, RuleContext
+from policies.field_checks import not_supported
+from policies.jobs import spec
+
+MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
+LAUNCHER_CREATION_POLICIES = ("AtStartup", "WaitForWorkersReady")
+SSH_PATH = "spec.sshAuthMountPath"
+SSH_PATH_EXAMPLE = "/home/mpiuser/.ssh"
+
+
+@dataclass(frozen=True)
+class MpiSettingsParams:
+    # The operator supports these three; an admin may narrow them to the MPIs the cluster's
+    # images are validated with (e.g. only OpenMPI and Intel).
+    implementations: tuple[str, ...] = MPI_IMPLEMENTATIONS
+
+
+class MpiSettings:
+    id = "mpi-settings"
+    Params = MpiSettingsParams
+    default_action = Action.DENY
+    needs_cluster = False
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        params: MpiSettingsParams = ctx.params(self.id)
+        fields = spec(ctx.job)
+        implementation = fields.get("mpiImplementation")
+        if implementation is not None and implementation not in params.implementations:
+            yield not_supported(self.id, "spec.mpiImplementation", implementation, params.implementations)
+        creation = fields.get("launcherCreationPolicy")
+        if creation is not None and creation not in LAUNCHER_CREATION_POLICIES:
+            yield not_supported(self.id, "spec.launcherCreationPolicy", creation, LAUNCHER_CREATION_POLICIES)
+        mount = fields.get("sshAuthMountPath")
+        if mount is not None:
+            yield from self._ssh_path(mount)
+
+    def _ssh_path(self, mount: str) -> Iterator[Finding]:
+        if mount == "":
+            yield Finding(self.id, SSH_PATH,
+                          "must not be empty: the operator mounts the SSH keys of the launcher and workers "
+                          f'there; set it to the .ssh directory of the image\'s user, e.g. "{SSH_PATH_EXAMPLE}", '
+                          "or remove it for the default /root/.ssh", Problem.REQUIRED)
+        elif not mount.startswith("/"):
+            suggestion = f"/{mount}" if mount[:1].isalnum() else SSH_PATH_EXAMPLE
+            yield Finding(self.id, SSH_PATH,
+                          'must be an absolute mount path inside the container ("~" and relative paths '
+                          f'are not expanded); set it to "{suggestion}", the .ssh directory of the image\'s user',
+                          Problem.INVALID, mount)
+        elif ".." in mount.split("/"):
+            yield Finding(self.id, SSH_PATH,
+                          'must not contain ".." (Kubernetes refuses such mount paths); '
+                          f'write the directory directly, e.g. "{SSH_PATH_EXAMPLE}"',
+                          Problem.INVALID, mount)

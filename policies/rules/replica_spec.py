@@ -1,0 +1,42 @@
+"""``replica-spec``: the set of replica specs, and the Worker's pod template and restartPolicy.
+
+Owns: ``spec.mpiReplicaSpecs`` holds only ``Launcher`` and ``Worker`` (the operator silently
+ignores any other key, so a ``Master`` or a misspelt ``worker`` would never run); the Worker
+pod template has at least one container; the Worker ``restartPolicy`` is unset, ``Never`` or
+``OnFailure``. Whether the Launcher and Worker specs exist and how many replicas they ask for
+belongs to ``launcher`` and ``worker-count``; the Launcher's containers and restartPolicy to
+``launcher``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.base import Action, Finding, NoParams, Problem, RuleContext
+from policies.field_checks import closest_choice, quoted
+from policies.jobs import REPLICA_TYPES, WORKER, replica_path, replica_spec, replica_specs
+from policies.replicas import replica_problems
+
+
+class ReplicaSpec:
+    id = "replica-spec"
+    Params = NoParams
+    default_action = Action.DENY
+    needs_cluster = False
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        for key in replica_specs(ctx.job):
+            if key not in REPLICA_TYPES:
+                yield self._unknown(key)
+        worker = replica_spec(ctx.job, WORKER)
+        if worker is not None:
+            yield from replica_problems(self.id, WORKER, worker)
+
+    def _unknown(self, key: str) -> Finding:
+        guess = closest_choice(key, REPLICA_TYPES)
+        fix = f'rename it to "{guess}"' if guess else "move its pod template to Launcher or Worker, or remove it"
+        return Finding(
+            self.id, replica_path(key),
+            f"an MPIJob has only the replica types {quoted(REPLICA_TYPES)}; the operator never "
+            f"creates pods for any other, so {fix}",
+            Problem.NOT_SUPPORTED, key,
+        )
