@@ -1,0 +1,89 @@
+"""What the engine relies on from every mutation, and what the admin relies on from the engine:
+the ``changed`` flag is honest, and a mutated job never fails validation where the request
+passed (mutations create no violations)."""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from policies import messages
+from policies.base import Mutated, NoParams
+from policies.engine import evaluate, json_patch, mutate
+from policies.registry import MUTATIONS
+from policies.settings import MutationConfig, Settings
+from tests.builders import context, mpijob
+from tests.conftest import upstream_v2beta1_jobs
+from tests.crd import as_api_server_sends
+from tests.mutation_cases import CAPPED, Case, cases
+
+CONFIGURED = (Settings.defaults().with_mutation("kueue-queue-label", default_queue="shared")
+              .with_mutation("restricted-service-account", service_account="mpi-restricted"))
+
+
+def verdict_lines(job: dict[str, Any], settings: Settings) -> set[str]:
+    verdict = evaluate(context(job, settings=settings, name="pi"))
+    assert verdict.error is None
+    return {f"{o.action}: {messages.line(o.finding)}" for o in verdict.outcomes}
+
+
+@CAPPED
+@given(cases())
+def test_changed_is_reported_exactly_when_the_job_changed(case: Case):
+    for mutation in MUTATIONS:
+        edited = copy.deepcopy(case.job)
+        outcome = mutation.apply(edited, context(case.job, settings=case.settings, namespace=case.namespace))
+        assert outcome.changed is (edited != case.job), mutation.id
+
+
+@CAPPED
+@given(cases())
+def test_mutations_create_no_violations(case: Case):
+    result = mutate(context(case.job, settings=case.settings, namespace=case.namespace, name="pi"))
+    assert result.error is None
+    assert result.job == case.expected
+    assert verdict_lines(result.job, case.settings) <= verdict_lines(case.job, case.settings)
+
+
+@pytest.mark.parametrize("settings", [Settings.defaults(), CONFIGURED], ids=["default-policy", "queue-and-account"])
+@pytest.mark.parametrize("name", sorted(upstream_v2beta1_jobs()))
+def test_mutated_upstream_manifests_pass_validation_unchanged(name, settings):
+    job = as_api_server_sends(upstream_v2beta1_jobs()[name])
+    result = mutate(context(job, settings=settings))
+    assert set(result.applied) == ({"istio-sidecar-off", "restricted-service-account"}
+                                   | ({"kueue-queue-label"} if settings is CONFIGURED else set()))
+    verdict = evaluate(context(result.job, settings=settings))
+    assert verdict.allowed, [messages.line(f) for f in verdict.denials]
+    assert verdict_lines(result.job, settings) <= verdict_lines(job, settings)
+
+
+class _Failing:
+    id = "failing"
+    Params = NoParams
+    enabled_by_default = True
+
+    def apply(self, job: dict[str, Any], ctx: Any) -> Mutated:
+        job["metadata"]["labels"] = {"half": "done"}
+        raise RuntimeError("boom")
+
+
+def test_a_failing_mutation_refuses_and_leaves_the_request_alone():
+    defaults = Settings.defaults()
+    settings = Settings(defaults.rules, {**defaults.mutations, "failing": MutationConfig(True, NoParams())})
+    job = mpijob()
+    result = mutate(context(job, settings=settings), mutations=[*MUTATIONS, _Failing()])
+    assert result.error == "mutation failing failed: RuntimeError: boom"
+    assert result.job == job == mpijob()
+    assert result.applied == ("istio-sidecar-off", "restricted-service-account")
+
+
+def test_disabled_mutations_do_not_run():
+    settings = Settings.defaults()
+    for mutation in MUTATIONS:
+        settings = settings.with_mutation(mutation.id, enabled=False)
+    job = mpijob()
+    result = mutate(context(job, settings=settings))
+    assert (result.applied, result.warnings, result.job) == ((), (), job)
+    assert json_patch(job, result) == []
