@@ -1,0 +1,44 @@
+"""``kueue-queue``: the Kueue LocalQueue the job names exists in its namespace.
+
+Kueue suspends a job that names a queue and admits it only through that queue; a job naming a
+LocalQueue that does not exist stays suspended with no visible reason. Nothing is said when the
+job names no queue or when Kueue is not installed (no LocalQueue CRD).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from policies.base import Action, Finding, NoParams, Problem, RuleContext
+from policies.jobs import queue_name
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+class KueueQueue:
+    id = "kueue-queue"
+    Params = NoParams
+    default_action = Action.WARN
+    needs_cluster = True
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        wanted = queue_name(ctx.job)
+        if wanted is None:
+            return
+        queues = ctx.cluster.local_queues(ctx.namespace)
+        if queues is None:
+            return
+        names = sorted({(q.get("metadata") or {}).get("name") or "" for q in queues} - {""})
+        if wanted in names:
+            return
+        if names:
+            known = f"LocalQueues here: {', '.join(names[:5])}{', …' if len(names) > 5 else ''}"
+            fix = "set the label to one of them"
+        else:
+            known = "it has no LocalQueue at all"
+            fix = "ask your cluster administrator for one"
+        yield Finding(
+            self.id, f"metadata.labels[{QUEUE_LABEL}]",
+            f'LocalQueue "{wanted}" does not exist in namespace {ctx.namespace} ({known}); Kueue would keep '
+            f"the job suspended with no visible reason; {fix}",
+            Problem.POLICY,
+        )

@@ -1,0 +1,239 @@
+"""``node-fit``: some node can hold each pod of the job at all.
+
+A pod that no node can ever hold stays Pending forever, and an MPI job needs all its pods.
+A node is a candidate for a pod when its labels match the pod's ``nodeSelector`` and required
+node affinity, the pod tolerates its NoSchedule/NoExecute taints, and it is schedulable; the pod
+fits when the candidate's allocatable covers every resource the pod requests (with LimitRange
+defaults). What other pods use right now is not considered: this is about "ever", not "now".
+
+A warning by default (a cluster autoscaler may add a larger node); admins may make it deny.
+A GPU (or other extended) resource no node advertises at all is always only a warning, naming
+the resource: node groups that scale from zero advertise nothing until the first node starts.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from policies.base import Action, Finding, NoParams, Problem, RuleContext
+from policies.jobs import LAUNCHER, pod_spec, replica_spec
+from policies.quantities import format_quantity, is_extended
+from policies.resources import PodResources, job_pods, parse_resources
+
+Node = Mapping[str, Any]
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+# --- placement: labels, affinity, taints --------------------------------------------------
+
+def _labels(node: Node) -> Mapping[str, str]:
+    return (node.get("metadata") or {}).get("labels") or {}
+
+
+def _node_name(node: Node) -> str:
+    return (node.get("metadata") or {}).get("name") or ""
+
+
+def _expression_matches(expression: Mapping[str, Any], value: str | None, present: bool) -> bool:
+    operator = expression.get("operator")
+    values = [str(v) for v in expression.get("values") or ()]
+    match operator:
+        case "In":
+            return present and value in values
+        case "NotIn":
+            return not present or value not in values
+        case "Exists":
+            return present
+        case "DoesNotExist":
+            return not present
+        case "Gt" | "Lt":
+            try:
+                actual, bound = int(value or ""), int(values[0])
+            except (ValueError, IndexError):
+                return False
+            return actual > bound if operator == "Gt" else actual < bound
+    return False
+
+
+def _term_matches(term: Mapping[str, Any], node: Node) -> bool:
+    """One nodeSelectorTerm: all expressions and fields hold; an empty term matches nothing."""
+    expressions = [e for e in term.get("matchExpressions") or () if isinstance(e, Mapping)]
+    fields = [e for e in term.get("matchFields") or () if isinstance(e, Mapping)]
+    if not expressions and not fields:
+        return False
+    labels = _labels(node)
+    for expression in expressions:
+        key = str(expression.get("key") or "")
+        if not _expression_matches(expression, labels.get(key), key in labels):
+            return False
+    for expression in fields:  # only metadata.name is supported by the scheduler
+        if expression.get("key") != "metadata.name" or \
+                not _expression_matches(expression, _node_name(node), True):
+            return False
+    return True
+
+
+def _required_terms(pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | None:
+    affinity = ((pod.get("affinity") or {}).get("nodeAffinity") or {}) \
+        .get("requiredDuringSchedulingIgnoredDuringExecution")
+    if not isinstance(affinity, Mapping):
+        return None
+    return [t for t in affinity.get("nodeSelectorTerms") or () if isinstance(t, Mapping)]
+
+
+def _tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for toleration in tolerations:
+        effect = toleration.get("effect") or ""
+        if effect and effect != taint.get("effect"):
+            continue
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if not key:
+            if operator == "Exists":
+                return True
+            continue
+        if key != taint.get("key"):
+            continue
+        if operator == "Exists" or (operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def _taint_text(taint: Mapping[str, Any]) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint.get('key')}{value}:{taint.get('effect')}"
+
+
+def placement_problem(pod: Mapping[str, Any], node: Node) -> str | None:
+    """Why the pod can never be placed on ``node`` whatever its size, or None."""
+    selector = pod.get("nodeSelector") or {}
+    labels = _labels(node)
+    for key, value in selector.items():
+        if labels.get(key) != value:
+            return f"no label {key}={value}"
+    terms = _required_terms(pod)
+    if terms is not None and not any(_term_matches(t, node) for t in terms):
+        return "not matched by the required node affinity"
+    tolerations = [t for t in pod.get("tolerations") or () if isinstance(t, Mapping)]
+    node_spec = node.get("spec") or {}
+    taints = [t for t in node_spec.get("taints") or () if isinstance(t, Mapping)]
+    if node_spec.get("unschedulable"):
+        taints.append(_UNSCHEDULABLE_TAINT)
+    for taint in taints:
+        if taint.get("effect") in _BLOCKING_EFFECTS and not _tolerates(tolerations, taint):
+            return f"taint {_taint_text(taint)} not tolerated"
+    return None
+
+
+# --- capacity -----------------------------------------------------------------------------
+
+def _allocatable(node: Node) -> dict[str, Decimal]:
+    return parse_resources((node.get("status") or {}).get("allocatable"))
+
+
+def _short(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> list[str]:
+    return [r for r, v in requests.items() if v > allocatable.get(r, Decimal(0))]
+
+
+def _score(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> tuple[int, Decimal]:
+    """Bigger is closer to fitting: resources covered, then the worst coverage ratio."""
+    covered = sum(1 for r, v in requests.items() if allocatable.get(r, Decimal(0)) >= v)
+    worst = min((allocatable.get(r, Decimal(0)) / v for r, v in requests.items()), default=Decimal(0))
+    return covered, worst
+
+
+def show(value: Decimal, resource: str) -> str:
+    """Allocatable as people read it: memory in Gi with one decimal (nodes report odd Ki values)."""
+    if resource in ("memory", "ephemeral-storage") and value >= 2**30 and value % 2**30:
+        return f"{(value / 2**30).quantize(Decimal('0.1'))}Gi"
+    return format_quantity(value, resource)
+
+
+def _list(values: Mapping[str, Decimal], resources: Sequence[str]) -> str:
+    return ", ".join(f"{r} {show(values.get(r, Decimal(0)), r)}" for r in resources)
+
+
+@dataclass(frozen=True)
+class NodeFitParams:
+    # The launcher is one small pod; admins who only care about workers can leave it out.
+    check_launcher: bool = True
+
+
+class NodeFit:
+    id = "node-fit"
+    Params = NodeFitParams
+    default_action = Action.WARN
+    needs_cluster = True
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        nodes = ctx.cluster.nodes()
+        if not nodes:  # nothing known (yet): an empty or scaled-to-zero cluster says nothing
+            return
+        params: NodeFitParams = ctx.params(self.id)
+        advertised = {r for n in nodes for r, v in _allocatable(n).items() if v > 0}
+        missing_reported: set[str] = set()
+        for pod in job_pods(ctx.job, ctx.cluster.limit_ranges(ctx.namespace)):
+            if pod.replica_type == LAUNCHER and not params.check_launcher:
+                continue
+            requests = {r: v for r, v in pod.requests.items() if v > 0}
+            unknown = sorted(r for r in requests if is_extended(r) and r not in advertised)
+            for resource in unknown:
+                if resource not in missing_reported:
+                    missing_reported.add(resource)
+                    yield Finding(
+                        self.id, f"{pod.path}.template.spec",
+                        f"{resource} is requested but no node in the cluster advertises it; is its device plugin "
+                        f"(e.g. the GPU operator) installed, and is the resource name spelled right?",
+                        Problem.POLICY, ceiling=Action.WARN)
+            if unknown:
+                continue
+            finding = self._fit(ctx, pod, requests, nodes)
+            if finding:
+                yield finding
+
+    def _fit(self, ctx: RuleContext, pod: PodResources, requests: Mapping[str, Decimal],
+             nodes: Sequence[Node]) -> Finding | None:
+        template = pod_spec(replica_spec(ctx.job, pod.replica_type))
+        ruled_out: dict[str, list[Node]] = {}
+        candidates = []
+        for node in nodes:
+            problem = placement_problem(template, node)
+            if problem:
+                ruled_out.setdefault(problem, []).append(node)
+            else:
+                candidates.append(node)
+        path = f"{pod.path}.template.spec"
+        role = f"a {pod.replica_type} pod"
+        if not candidates:
+            return Finding(self.id, path,
+                           f"no node can ever run {role}: none of {len(nodes)} matches its nodeSelector, required "
+                           f"node affinity and tolerations ({_reasons(ruled_out)}); fix them or ask which nodes "
+                           "to target", Problem.POLICY)
+        best = max(candidates, key=lambda n: _score(requests, _allocatable(n)))
+        allocatable = _allocatable(best)
+        short = _short(requests, allocatable)
+        if not short:
+            return None
+        asked = f"no matching node can hold {role} ({_list(requests, short)})"
+        big_enough = {reason: [n for n in group if not _short(requests, _allocatable(n))]
+                      for reason, group in ruled_out.items()}
+        big_enough = {reason: group for reason, group in big_enough.items() if group}
+        if big_enough:  # the pod would fit where it may not go: the placement is the problem
+            count = sum(len(group) for group in big_enough.values())
+            return Finding(self.id, path,
+                           f"{asked}; {count} {'node' if count == 1 else 'nodes'} with room {'is' if count == 1 else 'are'} "
+                           f"ruled out ({_reasons(big_enough)}): check its nodeSelector, affinity and tolerations",
+                           Problem.POLICY)
+        return Finding(self.id, path,
+                       f"{asked}: the largest of {len(candidates)}, {_node_name(best)}, has "
+                       f"{_list(allocatable, short)} allocatable; use smaller pods (more workers) or larger nodes",
+                       Problem.POLICY)
+
+
+def _reasons(groups: Mapping[str, Sequence[Node]]) -> str:
+    """The two most common reasons nodes were ruled out, with their counts."""
+    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:2]
+    return "; ".join(f"{len(g)} {'node' if len(g) == 1 else 'nodes'}: {reason}" for reason, g in ranked)

@@ -1,0 +1,141 @@
+import pytest
+
+from policies import messages
+from policies.base import Action, Problem
+from policies.cluster import StaticClusterView
+from policies.engine import evaluate
+from policies.rules.node_fit import NodeFit, placement_problem
+from policies.settings import Settings
+from tests.builders import context, mpijob
+from tests.kube_objects import container_limits, limit_range, node
+
+RULE = NodeFit()
+WORKER_SPEC = "spec.mpiReplicaSpecs[Worker].template.spec"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+CLUSTER = [
+    node("cpu-1", {"cpu": "16", "memory": "64Gi", "pods": "110"}),
+    node("gpu-a", {"cpu": "31500m", "memory": "251Gi", "nvidia.com/gpu": "8", "pods": "110"},
+         labels={"gpu": "a100"}, taints=[GPU_TAINT]),
+    node("gpu-b", {"cpu": "15", "memory": "120Gi", "nvidia.com/gpu": "4", "pods": "110"},
+         labels={"gpu": "a100"}, taints=[GPU_TAINT]),
+]
+TOLERATE_GPU = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def check(job, nodes=CLUSTER, ranges=()):
+    return list(RULE.check(context(job, cluster=StaticClusterView(node_list=nodes, ranges={"team-a": list(ranges)}))))
+
+
+def gpu_worker_job(limits, *, tolerations=TOLERATE_GPU, selector=None):
+    job = mpijob(workers=2, worker_resources={"limits": limits})
+    spec = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if selector:
+        spec["nodeSelector"] = selector
+    return job
+
+
+def test_a_pod_that_fits_a_matching_node_is_clean():
+    assert check(gpu_worker_job({"cpu": 30, "memory": "200Gi", "nvidia.com/gpu": 8}, selector={"gpu": "a100"})) == []
+
+
+def test_too_big_for_every_matching_node_names_the_largest():
+    (finding,) = check(gpu_worker_job({"cpu": 32, "memory": "256Gi", "nvidia.com/gpu": 8}, selector={"gpu": "a100"}))
+    assert finding.path == WORKER_SPEC and finding.problem is Problem.POLICY
+    assert finding.message == ("no matching node can hold a Worker pod (cpu 32, memory 256Gi): the largest of 2, "
+                               "gpu-a, has cpu 31500m, memory 251Gi allocatable; use smaller pods (more workers) or "
+                               "larger nodes")
+    assert len(messages.line(finding)) <= 256
+
+
+def test_untolerated_taints_rule_nodes_out():
+    job = gpu_worker_job({"cpu": 8, "nvidia.com/gpu": 2}, tolerations=None)
+    (finding,) = check(job)
+    assert finding.message == ("no matching node can hold a Worker pod (nvidia.com/gpu 2); 2 nodes with room are ruled "
+                               "out (2 nodes: taint nvidia.com/gpu=present:NoSchedule not tolerated): check its "
+                               "nodeSelector, affinity and tolerations")
+    gpu_only = [n for n in CLUSTER if n["metadata"]["name"] != "cpu-1"]
+    launcher, worker = check(job, nodes=gpu_only)  # neither pod tolerates the GPU taint
+    finding = worker
+    assert finding.path == WORKER_SPEC
+    assert finding.message.startswith("no node can ever run a Worker pod: none of 2 matches its nodeSelector")
+    assert "(2 nodes: taint nvidia.com/gpu=present:NoSchedule not tolerated)" in finding.message
+
+
+def test_node_selector_without_any_match():
+    (finding,) = check(gpu_worker_job({"cpu": 1}, selector={"gpu": "h100"}))
+    assert "none of 3 matches" in finding.message and "no label gpu=h100" in finding.message
+
+
+def test_required_node_affinity_picks_the_nodes():
+    job = gpu_worker_job({"cpu": 20})
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-b"]}]}]}}}
+    (finding,) = check(job)
+    assert finding.message == ("no matching node can hold a Worker pod (cpu 20); 1 node with room is ruled out (1 node: "
+                               "not matched by the required node affinity): check its nodeSelector, affinity and "
+                               "tolerations")
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = 40
+    (finding,) = check(job)
+    assert "(cpu 40): the largest of 1, gpu-b, has cpu 15 allocatable" in finding.message
+
+
+def test_a_gpu_no_node_advertises_is_a_warning_naming_it():
+    (finding,) = check(gpu_worker_job({"cpu": 1, "amd.com/gpu": 1}))
+    assert finding.ceiling is Action.WARN
+    assert finding.message.startswith("amd.com/gpu is requested but no node in the cluster advertises it")
+
+
+def test_node_fit_is_a_warning_by_default_and_may_deny():
+    job = gpu_worker_job({"cpu": 64}, selector={"gpu": "a100"})
+    cluster = StaticClusterView(node_list=CLUSTER)
+    verdict = evaluate(context(job, cluster=cluster))
+    assert verdict.allowed and [f.rule for f in verdict.warnings] == ["node-fit"]
+    strict = Settings.defaults().with_rule("node-fit", action=Action.DENY)
+    assert [f.rule for f in evaluate(context(job, cluster=cluster, settings=strict)).denials] == ["node-fit"]
+
+
+def test_limit_range_defaults_count_for_the_fit():
+    job = gpu_worker_job({"cpu": 1}, selector={"gpu": "a100"})
+    gpus = limit_range("gpu-max", container_limits(max={"nvidia.com/gpu": "16"}))
+    findings = check(job, ranges=[gpus])
+    assert any("(nvidia.com/gpu 16): the largest of 2, gpu-a, has nvidia.com/gpu 8" in f.message
+               for f in findings)
+
+
+def test_launcher_checked_unless_turned_off():
+    job = mpijob(workers=2)
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"cpu": 100}}
+    (finding,) = check(job)
+    assert finding.path == "spec.mpiReplicaSpecs[Launcher].template.spec"
+    settings = Settings.defaults().with_rule("node-fit", check_launcher=False)
+    assert list(RULE.check(context(job, cluster=StaticClusterView(node_list=CLUSTER), settings=settings))) == []
+
+
+def test_no_nodes_known_says_nothing():
+    assert check(gpu_worker_job({"cpu": 1000}), nodes=[]) == []
+
+
+@pytest.mark.parametrize(("pod", "node_obj", "problem"), [
+    ({"nodeSelector": {"a": "b"}}, node("n", {}, labels={"a": "b"}), None),
+    ({}, node("n", {}, unschedulable=True), "taint node.kubernetes.io/unschedulable:NoSchedule not tolerated"),
+    ({"tolerations": [{"operator": "Exists"}]}, node("n", {}, unschedulable=True), None),
+    ({}, node("n", {}, taints=[{"key": "k", "effect": "PreferNoSchedule"}]), None),
+    ({"tolerations": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+     node("n", {}, taints=[{"key": "k", "value": "v", "effect": "NoExecute"}]), None),
+    ({"tolerations": [{"key": "k", "value": "w"}]},
+     node("n", {}, taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]), "taint k=v:NoSchedule not tolerated"),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["8"]}]}]}}}},
+     node("n", {}, labels={"cores": "16"}), None),
+    ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["other"]}]}]}}}},
+     node("n", {}, labels={"zone": "a"}), "not matched by the required node affinity"),
+], ids=["selector", "cordoned", "tolerate-all", "prefer-no-schedule", "no-execute-tolerated", "wrong-value",
+        "gt", "terms-or"])
+def test_placement(pod, node_obj, problem):
+    assert placement_problem(pod, node_obj) == problem
