@@ -10,7 +10,6 @@ from policies.mutations.edits import lookup, set_default
 from policies.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-MUTATION_ID = "kueue-queue-label"
 
 
 @dataclass(frozen=True)
@@ -22,12 +21,11 @@ class KueueQueueLabelParams:
 
     def __post_init__(self) -> None:
         if not isinstance(self.queues, Mapping):
-            raise ValueError(f"{MUTATION_ID}: queues must map namespace to LocalQueue name, "
-                             f"got {type(self.queues).__name__}")
+            raise ValueError(f"queues must map each namespace to a LocalQueue name, not a {type(self.queues).__name__}")
         for namespace, queue in self.queues.items():
-            _check_queue_name(queue, f"queue for namespace {namespace!r}")
+            _check_queue_name(queue, f"queue {queue!r} for namespace {namespace}")
         if self.default_queue is not None:
-            _check_queue_name(self.default_queue, "default_queue")
+            _check_queue_name(self.default_queue, f"default queue {self.default_queue!r}")
         object.__setattr__(self, "queues", MappingProxyType(dict(self.queues)))
 
     def queue_for(self, namespace: str) -> str | None:
@@ -39,8 +37,8 @@ def _check_queue_name(queue: Any, what: str) -> None:
     value is at most 63 characters. Refused when the policy loads, not on every job."""
     if not (isinstance(queue, str) and is_dns1123_subdomain(queue) and is_label_value(queue)):
         raise ValueError(
-            f"{MUTATION_ID}: {what} is {queue!r}, not a LocalQueue name: use lowercase letters, digits, "
-            f"'-' and '.', at most {LABEL_VALUE_MAX} characters, starting and ending with a letter or digit"
+            f"{what} is not a LocalQueue name: use lowercase letters, digits, '-' and '.', "
+            f"at most {LABEL_VALUE_MAX} characters, starting and ending with a letter or digit"
         )
 
 
@@ -48,7 +46,7 @@ class KueueQueueLabel:
     """MPIJobs without a queue label get the LocalQueue the admin configured for their
     namespace, so they are queued and share quota fairly instead of bypassing Kueue."""
 
-    id = MUTATION_ID
+    id = "kueue-queue-label"
     Params = KueueQueueLabelParams
     enabled_by_default = True
 

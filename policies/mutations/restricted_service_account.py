@@ -7,7 +7,6 @@ from policies.base import Mutated, RuleContext
 from policies.mutations.edits import pod_templates, set_default, set_value
 from policies.names import is_dns1123_subdomain
 
-MUTATION_ID = "restricted-service-account"
 AUTOMOUNT = "automountServiceAccountToken"
 
 
@@ -21,8 +20,8 @@ class RestrictedServiceAccountParams:
         name = self.service_account
         if name is not None and not (isinstance(name, str) and is_dns1123_subdomain(name)):
             raise ValueError(
-                f"{MUTATION_ID}: service_account is {name!r}, not a ServiceAccount name: use lowercase "
-                "letters, digits, '-' and '.', starting and ending with a letter or digit"
+                f"ServiceAccount name {name!r} is not valid: use lowercase letters, digits, '-' and '.', "
+                "starting and ending with a letter or digit"
             )
 
 
@@ -30,7 +29,7 @@ class RestrictedServiceAccount:
     """MPI v2 pods reach each other over SSH and never call the Kubernetes API, so by default
     they get no ServiceAccount token, and optionally a ServiceAccount with no permissions."""
 
-    id = MUTATION_ID
+    id = "restricted-service-account"
     Params = RestrictedServiceAccountParams
     enabled_by_default = True
 

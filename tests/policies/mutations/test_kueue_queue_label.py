@@ -93,16 +93,28 @@ def test_no_warning_unless_the_queue_is_known_to_be_missing(cluster):
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"queues": {"team-a": "Team_A"}}, "queue for namespace 'team-a' is 'Team_A', not a LocalQueue name"),
-    ({"queues": {"team-a": "q" * 64}}, "at most 63 characters"),
-    ({"queues": {"team-a": None}}, "queue for namespace 'team-a' is None"),
-    ({"default_queue": "-shared"}, "default_queue is '-shared', not a LocalQueue name"),
-    ({"queues": ["team-a"]}, "queues must map namespace to LocalQueue name, got list"),
+    ({"queues": {"team-a": "Team_A"}}, "queue 'Team_A' for namespace team-a is not a LocalQueue name: use "
+                                       "lowercase letters, digits, '-' and '.', at most 63 characters, "
+                                       "starting and ending with a letter or digit"),
+    ({"queues": {"team-a": "q" * 64}}, f"queue '{'q' * 64}' for namespace team-a is not a LocalQueue name"),
+    ({"queues": {"team-a": None}}, "queue None for namespace team-a is not a LocalQueue name"),
+    ({"default_queue": "-shared"}, "default queue '-shared' is not a LocalQueue name"),
+    ({"queues": ["team-a"]}, "queues must map each namespace to a LocalQueue name, not a list"),
 ], ids=["uppercase", "too-long", "none", "leading-dash", "not-a-map"])
 def test_bad_settings_are_refused_when_loaded(params, message):
-    with pytest.raises(ValueError, match="kueue-queue-label: ") as raised:
+    with pytest.raises(ValueError) as raised:
         KueueQueueLabelParams(**params)
-    assert message in str(raised.value)
+    assert str(raised.value).startswith(message)
+
+
+def test_settings_from_the_policy_file():
+    from policies.config import PolicyError, parse_policy
+
+    policy = parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: qa}, defaultQueue: shared}}\n")
+    params = policy.settings_for("team-a", {}).params("kueue-queue-label")
+    assert (dict(params.queues), params.default_queue) == ({"team-a": "qa"}, "shared")
+    with pytest.raises(PolicyError, match=r"mutations.kueue-queue-label.params: queue 'QA' for namespace team-a "):
+        parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: QA}}}\n")
 
 
 def test_params_do_not_share_the_callers_map():
