@@ -7,11 +7,11 @@ with when the admin gives none.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from policies.base import Action
+from policies.base import Action, Mutation, Rule
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,14 @@ class Settings:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def defaults(cls) -> Settings:
+    def defaults(cls, rules: Sequence[Rule] | None = None, mutations: Sequence[Mutation] | None = None) -> Settings:
+        """Every rule (mutation) of the registry, or of the ones given, at its defaults."""
         from policies.registry import MUTATIONS, RULES
 
         return cls(
-            rules={r.id: RuleConfig(r.default_action, r.Params()) for r in RULES},
-            mutations={m.id: MutationConfig(m.enabled_by_default, m.Params()) for m in MUTATIONS},
+            rules={r.id: RuleConfig(r.default_action, r.Params()) for r in (RULES if rules is None else rules)},
+            mutations={m.id: MutationConfig(m.enabled_by_default, m.Params())
+                       for m in (MUTATIONS if mutations is None else mutations)},
         )
 
     def params(self, ident: str) -> Any:
