@@ -15,6 +15,7 @@ GROUP = "kubeflow.org"
 KIND = "MPIJob"
 HUB_VERSION = "v2beta1"
 HUB_API_VERSION = f"{GROUP}/{HUB_VERSION}"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # on the MPIJob's own metadata; Kueue's queue for it
 
 Job = Mapping[str, Any]
 
@@ -79,4 +80,4 @@ def display_name(job: Job) -> str:
 
 
 def queue_name(job: Job) -> str | None:
-    return (metadata(job).get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+    return (metadata(job).get("labels") or {}).get(QUEUE_LABEL)

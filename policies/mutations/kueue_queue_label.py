@@ -6,10 +6,9 @@ from types import MappingProxyType
 from typing import Any
 
 from policies.base import Mutated, RuleContext
+from policies.jobs import QUEUE_LABEL
 from policies.mutations.edits import lookup, set_default
 from policies.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
-
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 @dataclass(frozen=True)
@@ -56,15 +55,14 @@ class KueueQueueLabel:
         # Any value the user or Kueue set, even "", is theirs: never replaced.
         if queue is None or lookup(job, ("metadata", "labels", QUEUE_LABEL)) is not None:
             return Mutated()
-        changed = set_default(job, ("metadata", "labels"), QUEUE_LABEL, queue)
-        if changed and _queue_missing(ctx, queue):
-            # Labelled all the same: the admin asked for queueing, and a job left unlabelled
-            # would bypass quota; Kueue admits it once the LocalQueue exists.
-            return Mutated(True, (
-                f'{QUEUE_LABEL} was set to "{queue}", but namespace {ctx.namespace} has no LocalQueue '
-                f'"{queue}": the job waits until it exists; ask the cluster administrator to create it',
+        if _queue_missing(ctx, queue):
+            # Kueue would keep a job naming a missing LocalQueue suspended, and the kueue-queue
+            # rule would flag the label we added: a mutation must never create a violation.
+            return Mutated(warnings=(
+                f'namespace {ctx.namespace} has no LocalQueue "{queue}", so the job was not given the '
+                f"{QUEUE_LABEL} label and Kueue does not queue it; ask the cluster administrator to create it",
             ))
-        return Mutated(changed)
+        return Mutated(set_default(job, ("metadata", "labels"), QUEUE_LABEL, queue))
 
 
 def _queue_missing(ctx: RuleContext, queue: str) -> bool:

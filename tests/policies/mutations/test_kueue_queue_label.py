@@ -71,14 +71,31 @@ def test_an_existing_label_is_never_replaced(existing):
     assert edited == job
 
 
-def test_missing_local_queue_still_labels_and_warns():
-    cluster = StaticClusterView(queues={"team-a": [local_queue("other")]})
-    job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A, cluster=cluster)
-    assert job["metadata"]["labels"] == {QUEUE: "team-a-queue"}
+@pytest.mark.parametrize("existing", [[local_queue("other")], []], ids=["other-queue", "no-queue"])
+def test_a_queue_known_to_be_missing_is_not_set_and_said(existing):
+    """A label naming a missing LocalQueue keeps the job suspended, and the kueue-queue rule would
+    flag it: the mutation would have created a violation."""
+    cluster = StaticClusterView(queues={"team-a": existing})
+    job = mpijob()
+    edited, outcome = run_mutation(MUTATION, job, settings=TEAM_A, cluster=cluster)
+    assert outcome.changed is False
+    assert edited == job
     assert outcome.warnings == (
-        'kueue.x-k8s.io/queue-name was set to "team-a-queue", but namespace team-a has no LocalQueue '
-        '"team-a-queue": the job waits until it exists; ask the cluster administrator to create it',
+        'namespace team-a has no LocalQueue "team-a-queue", so the job was not given the '
+        "kueue.x-k8s.io/queue-name label and Kueue does not queue it; ask the cluster administrator to create it",
     )
+    assert len(f"[{MUTATION.id}] {outcome.warnings[0]}") <= 256
+
+
+def test_labelled_job_passes_the_kueue_queue_rule():
+    from policies.engine import evaluate
+    from policies.rules.kueue_queue import KueueQueue
+    from tests.builders import context
+
+    cluster = StaticClusterView(queues={"team-a": [local_queue("team-a-queue")]})
+    job, _ = run_mutation(MUTATION, mpijob(), settings=TEAM_A, cluster=cluster)
+    verdict = evaluate(context(job, settings=TEAM_A, cluster=cluster), rules=[KueueQueue()])
+    assert verdict.outcomes == ()
 
 
 @pytest.mark.parametrize("cluster", [

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from policies import messages
 from policies.base import Mutated, NoParams
+from policies.cluster import NO_CLUSTER, ClusterView, StaticClusterView
 from policies.engine import evaluate, json_patch, mutate
 from policies.registry import MUTATIONS
 from policies.settings import MutationConfig, Settings
@@ -23,8 +25,8 @@ CONFIGURED = (Settings.defaults().with_mutation("kueue-queue-label", default_que
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 
 
-def verdict_lines(job: dict[str, Any], settings: Settings) -> set[str]:
-    verdict = evaluate(context(job, settings=settings, name="pi"))
+def verdict_lines(job: dict[str, Any], settings: Settings, cluster: ClusterView = NO_CLUSTER) -> set[str]:
+    verdict = evaluate(context(job, settings=settings, name="pi", cluster=cluster))
     assert verdict.error is None
     return {f"{o.action}: {messages.line(o.finding)}" for o in verdict.outcomes}
 
@@ -45,6 +47,24 @@ def test_mutations_create_no_violations(case: Case):
     assert result.error is None
     assert result.job == case.expected
     assert verdict_lines(result.job, case.settings) <= verdict_lines(case.job, case.settings)
+
+
+LOCAL_QUEUE = {"metadata": {"name": "team-a-queue", "namespace": "team-a"}, "spec": {"clusterQueue": "all"}}
+CLUSTERS = st.sampled_from([
+    StaticClusterView(queues={"team-a": [LOCAL_QUEUE]}),
+    StaticClusterView(queues={"team-a": []}),
+    StaticClusterView(queues=None),
+])
+
+
+@CAPPED
+@given(cases(), CLUSTERS)
+def test_mutations_create_no_violations_with_cluster_state(case: Case, cluster: StaticClusterView):
+    """With the watch caches in play, cluster-aware rules (kueue-queue among them) run too."""
+    job_context = context(case.job, settings=case.settings, namespace=case.namespace, name="pi", cluster=cluster)
+    result = mutate(job_context)
+    assert result.error is None
+    assert verdict_lines(result.job, case.settings, cluster) <= verdict_lines(case.job, case.settings, cluster)
 
 
 @pytest.mark.parametrize("settings", [Settings.defaults(), CONFIGURED], ids=["default-policy", "queue-and-account"])
