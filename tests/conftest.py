@@ -9,6 +9,9 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
+# The real server over TLS for end-to-end tests (fixture ``dev_server``).
+pytest_plugins = ("tests.tls_server",)
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT.parent / "shared" / "reference"
 CAPTURED = REFERENCE / "captured"
