@@ -14,11 +14,15 @@ def quoted(values: Iterable[str]) -> str:
 
 
 def closest_choice(value: str, choices: Sequence[str]) -> str | None:
-    """The choice the user most likely meant (wrong case, a typo), or None."""
+    """The choice the user meant when only case or surrounding spaces differ, or None."""
     for choice in choices:
-        if choice.lower() == value.lower():
+        if choice.casefold() == value.strip().casefold():
             return choice
-    matches = difflib.get_close_matches(value, choices, n=1, cutoff=0.75)
+    return None
+
+
+def likely_typo(value: str, choices: Sequence[str]) -> str | None:
+    matches = difflib.get_close_matches(value, choices, n=1, cutoff=0.8)
     return matches[0] if matches else None
 
 
@@ -26,8 +30,15 @@ def not_supported(rule: str, path: str, value: str, choices: Sequence[str], *, w
     """``Unsupported value: "running": supported values: "All", "Running", "None"; use "Running" …``.
 
     ``why`` explains a value users reach for that the operator does not accept."""
-    guess = closest_choice(value, choices)
-    fix = f'use "{guess}" (values are case-sensitive)' if guess else "use one of them, or leave it unset for the default"
+    meant = closest_choice(value, choices)
+    typo = likely_typo(value, choices)
+    if meant:
+        note = "values are case-sensitive" if meant.casefold() == value.casefold() else "without the spaces"
+        fix = f'use "{meant}" ({note})'
+    elif typo:
+        fix = f'did you mean "{typo}"? Use one of them, or leave it unset for the default'
+    else:
+        fix = "use one of them, or leave it unset for the default"
     reason = f"; {why}" if why else ""
     return Finding(rule, path, f"supported values: {quoted(choices)}{reason}; {fix}",
                    Problem.NOT_SUPPORTED, value)

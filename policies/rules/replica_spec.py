@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.field_checks import closest_choice, quoted
+from policies.field_checks import closest_choice, likely_typo, quoted
 from policies.jobs import REPLICA_TYPES, WORKER, replica_path, replica_spec, replica_specs
 from policies.replicas import replica_problems
 
@@ -32,7 +32,7 @@ class ReplicaSpec:
             yield from replica_problems(self.id, WORKER, worker)
 
     def _unknown(self, key: str) -> Finding:
-        guess = closest_choice(key, REPLICA_TYPES)
+        guess = closest_choice(key, REPLICA_TYPES) or likely_typo(key, REPLICA_TYPES)
         fix = f'rename it to "{guess}"' if guess else "move its pod template to Launcher or Worker, or remove it"
         return Finding(
             self.id, replica_path(key),
