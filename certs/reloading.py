@@ -50,12 +50,14 @@ class ReloadingServerContext:
     def __init__(self, cert_file: str | Path, key_file: str | Path, load: ContextLoader | None = None, *,
                  check_interval: float = DEFAULT_CHECK_INTERVAL,
                  log: logging.Logger | None = None,
+                 on_reload: Callable[[Path], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
         self._load = load or server_context_loader(cert_file, key_file)
         self._check_interval = check_interval
         self._log = log or logging.getLogger(__name__)
+        self._on_reload = on_reload
         self._clock = clock
         self._lock = threading.Lock()
         # The signature is taken before loading: if the files change during a load, the next
@@ -94,6 +96,11 @@ class ReloadingServerContext:
             return
         self._current, self._loaded_signature, self._failed_signature = context, signature, None
         self._log.info("reloaded serving certificate: %s", describe_serving_cert(self.cert_file))
+        if self._on_reload is not None:
+            try:
+                self._on_reload(self.cert_file)
+            except Exception:  # noqa: BLE001 - a reporting problem must not undo a good reload
+                self._log.exception("after reloading the serving certificate")
 
     def _new_context(self) -> ssl.SSLContext:
         context = self._load()

@@ -181,3 +181,21 @@ def test_the_first_load_fails_loudly(tmp_path: Path, ca: authority.Issued) -> No
     (tmp_path / "tls.key").write_bytes(other.key_pem())
     with pytest.raises(ssl.SSLError, match="KEY_VALUES_MISMATCH|key values mismatch"):
         ReloadingServerContext(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+
+def test_a_reload_is_reported_and_a_failing_report_does_not_undo_it(volume: SecretVolume, ca: authority.Issued) -> None:
+    volume.publish(ca, serving(ca))
+    reported: list[Path] = []
+
+    def report(path: Path) -> None:
+        reported.append(path)
+        raise RuntimeError("metrics backend unavailable")
+
+    reloading = ReloadingServerContext(volume.cert_file, volume.key_file, check_interval=0, on_reload=report)
+    before = reloading.context()
+    assert reported == []  # the first load is the server's start, reported by it
+    volume.publish(ca, serving(ca))
+    after = reloading.context()
+    assert after is not before
+    assert reported == [volume.cert_file]
+    assert reloading.context() is after

