@@ -1,0 +1,212 @@
+"""Lossless conversion on top of lossy derivations: what the target version cannot hold is
+stashed as JSON in one annotation and restored on the way back.
+
+Each version module only knows how to *derive* one form from the other (``up``: spoke → hub,
+``down``: hub → spoke), losing what the other form cannot express. ``convert`` makes that
+lossless, the way Cluster API's ``conversion-data`` annotation does, but without a per-field
+list to maintain: after deriving the target object it derives the source back from it, and
+records the difference from the real source as a list of edits. Converting back replays them.
+
+An edit is replayed only if the field it applies to still holds what the derivation produced
+when the edit was recorded (a fingerprint is kept): a field someone changed in the other
+version since then is not overwritten with old data. Fields that only make sense together
+(v1alpha1's ``gpus`` / ``replicas`` / per-worker resources) form a *coupled group* of their
+version: its edits are replayed all together or not at all, so a view never mixes the old
+size with the new one.
+
+The annotation maps an apiVersion to the edits that restore the object as it was in that
+version, so a chain v1alpha1 → v2beta1 → v1 → v2beta1 → v1alpha1 gives back the original.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.conversion.tree import ABSENT, Path, Tree, digest, get, prefix_related
+
+log = logging.getLogger(__name__)
+
+STASH_ANNOTATION = "mpijob-webhook.kubeflow.org/conversion-data"
+_FORMAT = 1
+
+# One recorded edit: (path, fingerprint of the derived value it replaces, value or ABSENT).
+Edit = tuple[Path, str, Any]
+Derivation = Callable[[Mapping[str, Any]], "Derived"]
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A lossy derivation's result: the object, and what the user should know about it."""
+
+    obj: dict[str, Any]
+    notes: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True)
+class Converted:
+    obj: dict[str, Any]
+    notes: tuple[Any, ...] = ()
+    restored: bool = False  # stashed data of the target version was replayed
+    dropped: tuple[Path, ...] = ()  # fields of the source that only the stash now holds
+
+
+# --- the difference between two JSON trees -------------------------------------------------
+def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
+    """Edits that turn ``derived`` into ``original``; maps key by key, equal-length lists
+    element by element, anything else replaced whole."""
+    if derived is original or derived == original:
+        return []
+    if isinstance(derived, Mapping) and isinstance(original, Mapping):
+        edits: list[Edit] = []
+        for key, value in original.items():
+            if key in derived:
+                edits.extend(diff(derived[key], value, path + (key,)))
+            else:
+                edits.append((path + (key,), "-", value))
+        for key, value in derived.items():
+            if key not in original:
+                edits.append((path + (key,), digest(value), ABSENT))
+        return edits
+    if isinstance(derived, list) and isinstance(original, list) and len(derived) == len(original):
+        edits = []
+        for index, (left, right) in enumerate(zip(derived, original)):
+            edits.extend(diff(left, right, path + (index,)))
+        return edits
+    return [(path, digest(derived), original)]
+
+
+def replay(obj: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence[Sequence[Path]] = ()) -> tuple[dict[str, Any], bool]:
+    """``obj`` with every still-applicable edit replayed (copy-on-write); True if all were."""
+    current = [get(obj, path) for path, _, _ in edits]
+    fresh = [digest(value) == expected for value, (_, expected, _) in zip(current, edits)]
+    for members in _coupled_members(edits, coupled):
+        if not all(fresh[i] for i in members):
+            for i in members:
+                fresh[i] = False
+    tree = Tree(obj)
+    for index, (path, _, value) in enumerate(edits):
+        if not fresh[index]:
+            continue
+        if value is ABSENT:
+            tree.remove(path)
+        elif not tree.set(path, value):
+            fresh[index] = False
+    return tree.root, all(fresh)
+
+
+def _coupled_members(edits: Sequence[Edit], coupled: Sequence[Sequence[Path]]) -> list[list[int]]:
+    """Indices of the edits in each coupled group; groups sharing an edit are merged."""
+    groups: list[set[int]] = []
+    for prefixes in coupled:
+        members = {i for i, (path, _, _) in enumerate(edits)
+                   if any(prefix_related(path, prefix) for prefix in prefixes)}
+        if not members:
+            continue
+        for group in [g for g in groups if g & members]:
+            members |= group
+            groups.remove(group)
+        groups.append(members)
+    return [sorted(g) for g in groups]
+
+
+# --- the annotation --------------------------------------------------------------------------
+def read(annotations: Mapping[str, Any]) -> dict[str, list[Edit]]:
+    """The stash as {apiVersion: edits}; a damaged or foreign value counts as no stash."""
+    raw = annotations.get(STASH_ANNOTATION)
+    if not isinstance(raw, str):
+        return {}
+    try:
+        doc = json.loads(raw)
+        if doc.get("format") != _FORMAT:
+            return {}
+        return {version: [_decode(edit) for edit in edits] for version, edits in doc["versions"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+        log.warning("ignoring an unreadable %s annotation", STASH_ANNOTATION)
+        return {}
+
+
+def write(stash: Mapping[str, Sequence[Edit]]) -> str:
+    versions = {version: [_encode(edit) for edit in edits] for version, edits in sorted(stash.items())}
+    return json.dumps({"format": _FORMAT, "versions": versions}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _encode(edit: Edit) -> list[Any]:
+    path, expected, value = edit
+    return [list(path), expected] if value is ABSENT else [list(path), expected, value]
+
+
+def _decode(raw: Any) -> Edit:
+    path = tuple(raw[0])
+    if not path or not all(isinstance(step, (str, int)) and not isinstance(step, bool) for step in path):
+        raise ValueError("bad path")
+    if not isinstance(raw[1], str):
+        raise ValueError("bad fingerprint")
+    return path, raw[1], raw[2] if len(raw) > 2 else ABSENT
+
+
+# --- lossless conversion -------------------------------------------------------------------
+def without_stash(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str, list[Edit]]]:
+    """The object with no stash annotation (metadata copied only if it had one), and the stash."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    if not isinstance(annotations, Mapping) or STASH_ANNOTATION not in annotations:
+        return obj, {}
+    stash = read(annotations)
+    rest = {k: v for k, v in annotations.items() if k != STASH_ANNOTATION}
+    new_metadata = {k: v for k, v in metadata.items() if k != "annotations"}
+    if rest:
+        new_metadata["annotations"] = rest
+    return {**obj, "metadata": new_metadata}, stash
+
+
+def with_stash(obj: dict[str, Any], stash: Mapping[str, Sequence[Edit]]) -> dict[str, Any]:
+    """``obj`` (owned by the caller at the top level) carrying ``stash`` when it is not empty."""
+    if not stash:
+        return obj
+    metadata = dict(obj.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), STASH_ANNOTATION: write(stash)}
+    obj["metadata"] = metadata
+    return obj
+
+
+def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "apiVersion"}
+
+
+def convert(
+    obj: Mapping[str, Any],
+    *,
+    source: str,
+    target: str,
+    forward: Derivation,
+    backward: Derivation,
+    coupled: Mapping[str, Sequence[Sequence[Path]]],
+) -> Converted:
+    """``obj`` (of apiVersion ``source``) as ``target``, losing nothing.
+
+    ``forward`` derives the target form, ``backward`` the source form; ``coupled`` holds each
+    version's coupled groups (paths in that version's form)."""
+    clean, stash = without_stash(obj)
+    derived = forward(clean)
+    result, restored = derived.obj, False
+    edits = stash.pop(target, None)
+    if edits:
+        result, restored = replay(result, edits, coupled.get(target, ()))
+    back = backward(result).obj
+    lost = diff(_comparable(back), _comparable(clean))
+    if lost:
+        stash[source] = lost
+    result = with_stash(result, stash)  # both derivations and replay return a fresh top level
+    return Converted(result, derived.notes, restored, tuple(path for path, _, value in lost if value is not ABSENT))
+
+
+def stashed_paths(obj: Mapping[str, Any], api_version: str) -> Iterable[Path]:
+    """Fields of ``api_version`` that only the stash of ``obj`` holds (for reports)."""
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    for path, _, value in read(annotations or {}).get(api_version, ()):
+        if value is not ABSENT:
+            yield path
