@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from webhook import metrics, policy_source
+from webhook.audit import AuditLog
 from webhook.runtime import Runtime, default_runtime
 
 
@@ -18,7 +20,23 @@ class ServeOptions:
     dev: bool = False
     workers: int = 2
     threads: int = 8
+    # The admin's policy file (None: the built-in defaults), and how often it is checked for edits.
+    policy_file: Path | None = None
+    policy_check_seconds: float = 2.0
+    audit_log: bool = True
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
-    return default_runtime()
+    runtime = default_runtime()
+    observe(runtime, options)
+    return runtime
+
+
+def observe(runtime: Runtime, options: ServeOptions) -> None:
+    """Policy file (watched), audit log, metrics: the admin's view of one worker process."""
+    policy_source.attach(runtime, options.policy_file, options.policy_check_seconds)
+    runtime.admission.observers.append(metrics.observe_decision)
+    if options.audit_log:
+        runtime.admission.observers.append(AuditLog())
+    if options.cert_file is not None:
+        metrics.set_certificate_expiry(options.cert_file)

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, json, request
 from werkzeug.exceptions import HTTPException
 
+from webhook import metrics
 from webhook.review import BadReview, parse_admission_review, read_json
 from webhook.runtime import Runtime
 
@@ -58,8 +59,15 @@ def readyz() -> Response:
     return _json({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 
 
+@routes.get("/metrics")
+def metrics_endpoint() -> Response:
+    body, content_type = metrics.exposition(request.headers.get("Accept"))
+    return Response(body, content_type=content_type)
+
+
 @routes.app_errorhandler(BadReview)
 def bad_review(exc: BadReview) -> Response:
+    metrics.record_bad_request(request.path.lstrip("/"), exc.status)
     reasons = {400: "BadRequest", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
     return _json(status_body(exc.status, reasons.get(exc.status, "BadRequest"), exc.message), exc.status)
 

@@ -1,14 +1,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import tempfile
 from pathlib import Path
 
 from certs import authority
-from webhook import create_app
+from policies.config import PolicyError
+from webhook import create_app, metrics, policy_source
 from webhook.bootstrap import ServeOptions, build_runtime
 from webhook.server import WebhookServer, gunicorn_options
+
+# Like gunicorn's own lines, with the logger's name: which worker said what.
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,13 +30,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--key-file", type=Path, help="private key (PEM) of --cert-file")
     parser.add_argument("--workers", type=int, default=ServeOptions.workers, help="worker processes (default %(default)s)")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads, help="threads per worker (default %(default)s)")
+    parser.add_argument("--policy-file", type=Path, metavar="FILE",
+                        help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
+                             "Default: the built-in policy. See `mpijob-webhook policy --help`")
+    parser.add_argument("--policy-check-interval", type=float, default=ServeOptions.policy_check_seconds,
+                        metavar="SECONDS", help="how often the policy file is checked for edits (default %(default)s)")
+    parser.add_argument("--no-audit-log", dest="audit_log", action="store_false",
+                        help="do not write the JSON audit line of every decision to stdout")
     parser.set_defaults(run=run, parser=parser)
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The parsed command line as ServeOptions; commands that extend serve add their flags here."""
     return ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
-                        dev=args.dev, workers=args.workers, threads=args.threads)
+                        dev=args.dev, workers=args.workers, threads=args.threads,
+                        policy_file=args.policy_file, policy_check_seconds=args.policy_check_interval,
+                        audit_log=args.audit_log)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--cert-file needs --key-file")
     if args.workers < 1 or args.threads < 1:
         args.parser.error("--workers and --threads must be at least 1")
+    if not args.policy_check_interval > 0:
+        args.parser.error("--policy-check-interval must be a positive number of seconds")
     if args.dev:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
@@ -50,5 +66,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"mpijob-webhook serve: {path} does not exist or is not a file", file=sys.stderr)
             return 2
     options = serve_options(args)
-    WebhookServer(lambda: create_app(build_runtime(options)), gunicorn_options(options)).run()
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
+    if options.policy_file is not None:
+        try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
+            policy_source.load_at_startup(options.policy_file)
+        except PolicyError as exc:
+            print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
+            return 2
+    metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
+    server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit}
+    try:
+        WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
+    finally:
+        metrics.release_multiprocess_dir(metrics_dir)
     return 0

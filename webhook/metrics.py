@@ -1,0 +1,234 @@
+"""Prometheus metrics, served on ``GET /metrics``, correct across gunicorn worker processes.
+
+``serve`` calls ``prepare_multiprocess_dir`` before gunicorn forks its workers: every process
+then writes its samples to files in ``PROMETHEUS_MULTIPROC_DIR`` and a scrape of any worker
+adds them all up. prometheus_client picks its storage when it is first imported, so this module
+imports it only on first use (see ``_metrics``), never at import time.
+
+Hooks for the other parts of the server (all cheap, safe from any thread):
+
+- ``observe_decision(decision)``: an ``Admission`` observer (requests, latency, findings).
+- ``record_conversion(from_version, to_version, result)``: one converted object of a
+  ConversionReview; ``result`` is ``"success"`` or ``"failed"``.
+- ``record_cache_sync(cache, when=None)``: a cluster-state cache (``"nodes"``,
+  ``"resourcequotas"``, …) is in sync with the API server as of ``when`` (default: now); call it
+  after every successful list and on every watch event or bookmark. ``/metrics`` reports the age.
+- ``record_policy_reload(result, ...)``: the policy file was read (see ``webhook.policy_source``).
+- ``set_certificate_expiry(cert_file)``: the serving certificate's notAfter.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from webhook.admission import Decision
+
+PREFIX = "mpijob_webhook"
+# Gatekeeper's buckets: 1 ms to 10 s.
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONVERSION_RESULTS = ("success", "failed")
+RELOAD_RESULTS = ("success", "invalid", "missing")
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
+        self.requests = Counter(
+            f"{PREFIX}_requests_total", "Admission requests answered, by endpoint, operation, decision and dry run.",
+            ["endpoint", "operation", "decision", "dry_run"])
+        self.duration = Histogram(
+            f"{PREFIX}_request_duration_seconds", "Time to decide one admission request.",
+            ["endpoint"], buckets=DURATION_BUCKETS)
+        self.findings = Counter(
+            f"{PREFIX}_findings_total", "Rule findings, by rule and the action the policy gave them.",
+            ["rule", "action", "dry_run"])
+        self.mutations = Counter(
+            f"{PREFIX}_mutations_total", "Mutations that changed an MPIJob, by mutation.", ["mutation"])
+        self.bad_requests = Counter(
+            f"{PREFIX}_bad_requests_total", "Requests refused before any decision (malformed, too large, wrong type).",
+            ["endpoint", "code"])
+        self.conversions = Counter(
+            f"{PREFIX}_conversions_total", "Objects converted between MPIJob versions, by result.",
+            ["from_version", "to_version", "result"])
+        self.reloads = Counter(
+            f"{PREFIX}_policy_reloads_total", "Policy file reads by result (success, invalid, missing), per worker.",
+            ["result"])
+        self.reload_ok = Gauge(
+            f"{PREFIX}_policy_last_reload_successful",
+            "1 when every worker serves the policy file as it is on disk; 0 while it is invalid or missing.",
+            multiprocess_mode="livemin")
+        self.reload_ok.set(1)  # until a reload of the policy file says otherwise
+        self.reload_time = Gauge(
+            f"{PREFIX}_policy_last_reload_success_timestamp_seconds",
+            "When the policy file was last loaded successfully (Unix time).", multiprocess_mode="max")
+        self.cache_sync = Gauge(
+            f"{PREFIX}_cache_last_sync_timestamp_seconds",
+            "When each cluster-state cache was last known in sync with the API server (Unix time).",
+            ["cache"], multiprocess_mode="max")
+        self.cert_expiry = Gauge(
+            f"{PREFIX}_serving_certificate_expiration_timestamp_seconds",
+            "notAfter of the serving certificate the server started with (Unix time).",
+            multiprocess_mode="mostrecent")
+
+
+_lock = threading.Lock()
+_instance: _Metrics | None = None
+_made_dirs: set[Path] = set()
+
+
+def _metrics() -> _Metrics:
+    global _instance
+    if _instance is None:
+        with _lock:
+            if _instance is None:
+                _instance = _Metrics()
+    return _instance
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def decision_label(decision: Decision) -> str:
+    """allowed | denied | error: an error is a refusal because a rule or mutation failed."""
+    failed = decision.reason == "error" or (decision.verdict is not None and decision.verdict.error is not None)
+    if failed:
+        return "error"
+    return "allowed" if decision.allowed else "denied"
+
+
+def observe_decision(decision: Decision) -> None:
+    m = _metrics()
+    req = decision.request
+    dry_run = _flag(req.dry_run)
+    m.requests.labels(decision.endpoint, req.operation, decision_label(decision), dry_run).inc()
+    m.duration.labels(decision.endpoint).observe(decision.seconds)
+    if decision.verdict is not None:
+        for outcome in decision.verdict.outcomes:
+            m.findings.labels(outcome.finding.rule, outcome.action.value, dry_run).inc()
+    if decision.mutation is not None and decision.allowed:
+        for mutation_id in decision.mutation.applied:
+            m.mutations.labels(mutation_id).inc()
+
+
+def record_bad_request(endpoint: str, code: int) -> None:
+    _metrics().bad_requests.labels(endpoint, str(code)).inc()
+
+
+def record_conversion(from_version: str, to_version: str, result: str) -> None:
+    """One object converted (or not) by the conversion webhook; ``result``: success | failed."""
+    if result not in CONVERSION_RESULTS:
+        raise ValueError(f"conversion result must be one of {CONVERSION_RESULTS}, not {result!r}")
+    _metrics().conversions.labels(from_version, to_version, result).inc()
+
+
+def record_policy_reload(result: str, *, loaded_at: float | None = None) -> None:
+    """The policy file was read: ``success`` (``loaded_at`` = when), ``invalid`` or ``missing``."""
+    if result not in RELOAD_RESULTS:
+        raise ValueError(f"reload result must be one of {RELOAD_RESULTS}, not {result!r}")
+    m = _metrics()
+    m.reloads.labels(result).inc()
+    m.reload_ok.set(1 if result == "success" else 0)
+    if result == "success":
+        m.reload_time.set(loaded_at if loaded_at is not None else time.time())
+
+
+def record_cache_sync(cache: str, when: float | None = None) -> None:
+    _metrics().cache_sync.labels(cache).set(when if when is not None else time.time())
+
+
+def set_certificate_expiry(cert_file: str | os.PathLike[str]) -> float:
+    """Reads the PEM certificate's notAfter into the expiry gauge; returns it (Unix time)."""
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+    expiry = cert.not_valid_after_utc.timestamp()
+    _metrics().cert_expiry.set(expiry)
+    return expiry
+
+
+# --- multi-process set-up (serve, before gunicorn forks) ----------------------------------
+def prepare_multiprocess_dir(path: str | os.PathLike[str] | None = None) -> Path:
+    """Make (or empty) the directory the worker processes share their samples through, and
+    point ``PROMETHEUS_MULTIPROC_DIR`` at it. Must run before any metric exists."""
+    if _instance is not None:
+        raise RuntimeError("prepare_multiprocess_dir must run before any metric is recorded")
+    chosen = path or os.environ.get(MULTIPROC_ENV)
+    if chosen:
+        directory = Path(chosen)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):  # left by an earlier run: they would add up
+            stale.unlink()
+    else:
+        import tempfile
+
+        directory = Path(tempfile.mkdtemp(prefix="mpijob-webhook-metrics-"))
+        _made_dirs.add(directory)
+    os.environ[MULTIPROC_ENV] = str(directory)
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:
+        # prometheus_client chose in-process storage when it was imported; metrics created from
+        # now on must use the shared files instead.
+        values.ValueClass = values.get_value_class()  # type: ignore[attr-defined]
+    return directory
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges."""
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def release_multiprocess_dir(directory: Path) -> None:
+    """At shutdown: remove the directory if ``prepare_multiprocess_dir`` made it."""
+    if directory in _made_dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+        _made_dirs.discard(directory)
+
+
+# --- exposition ---------------------------------------------------------------------------
+class _Snapshot:
+    """What one scrape shows: every collected family, plus each cache's age computed now."""
+
+    def __init__(self, families: list[Any], now: float) -> None:
+        self._families = families
+        self._now = now
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        yield from self._families
+        age = GaugeMetricFamily(f"{PREFIX}_cache_last_sync_age_seconds",
+                                "Seconds since each cluster-state cache was last known in sync.", labels=["cache"])
+        for family in self._families:
+            if family.name == f"{PREFIX}_cache_last_sync_timestamp_seconds":
+                for sample in family.samples:
+                    age.add_metric([sample.labels["cache"]], max(0.0, self._now - sample.value))
+        yield age
+
+
+def exposition(accept: str | None = None) -> tuple[bytes, str]:
+    """The body and content type of a ``/metrics`` answer."""
+    from prometheus_client import REGISTRY, CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    _metrics()  # so a scrape before the first request still lists every metric
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = REGISTRY
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(_Snapshot(list(registry.collect()), time.time())), content_type
