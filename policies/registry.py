@@ -5,6 +5,7 @@ from policies.base import Mutation, Rule
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
 from policies.mutations.kueue_queue_label import KueueQueueLabel
 from policies.mutations.restricted_service_account import RestrictedServiceAccount
+from policies.rules.gpus_per_worker import GpusPerWorker
 from policies.rules.image_reference import ImageReference
 from policies.rules.job_name import JobName
 from policies.rules.launcher import Launcher
@@ -24,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     MpiSettings(),
     RunPolicy(),
     ImageReference(),
+    GpusPerWorker(),
 )
 
 MUTATIONS: tuple[Mutation, ...] = (

@@ -1,0 +1,134 @@
+"""``gpus-per-worker``: GPUs one worker pod uses, and extended resources the API server accepts.
+
+Owns: for every GPU extended resource (``*/gpu``: nvidia.com, amd.com, intel.com, …) the
+worker pod's amount, counted as Kubernetes counts it (``policies.resources``: a limit alone is
+also the request; app containers and sidecars summed; a one-shot init container counts alone,
+with the sidecars started before it; the pod takes the larger), is at most ``max_gpus``. With
+``runLauncherAsWorker`` the launcher pod runs ranks too and is held to the same maximum.
+
+Also owns, for every extended resource of every container of either template, what the spec
+alone gets wrong: amounts that are not whole numbers of 0 or more, a request without a limit,
+a request that differs from its limit. The API server refuses such pods, but only when the
+operator creates them, long after the job was admitted. The same problems caused by a
+LimitRange default belong to ``limit-range``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from policies.base import Action, Finding, Problem, RuleContext
+from policies.jobs import LAUNCHER, WORKER, all_containers, replica_path, replica_spec, spec
+from policies.messages import plural
+from policies.quantities import BadQuantity, is_extended, is_gpu, quantity
+from policies.resources import ContainerResources, PodResources, ResourceProblem, pod_resources, pod_totals
+
+
+@dataclass(frozen=True)
+class GpusPerWorkerParams:
+    max: int = 16
+
+
+def max_gpus(ctx: RuleContext, resource: str) -> int:
+    """The most of ``resource`` one worker pod may use. The one place to ask: a namespace's
+    LimitRange may narrow it here, without the rule changing."""
+    params: GpusPerWorkerParams = ctx.params(GpusPerWorker.id)
+    return params.max
+
+
+class GpusPerWorker:
+    id = "gpus-per-worker"
+    Params = GpusPerWorkerParams
+    default_action = Action.DENY
+    needs_cluster = False
+
+    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+        written = {path: container for _, path, container in all_containers(ctx.job)}
+        not_whole: set[tuple[str, str]] = set()  # (container path, resource) already reported
+        for path, container in written.items():
+            for finding, resource in self._whole_amounts(path, container):
+                not_whole.add((path, resource))
+                yield finding
+        rank_pods = (WORKER, LAUNCHER) if spec(ctx.job).get("runLauncherAsWorker") else (WORKER,)
+        for replica_type in (LAUNCHER, WORKER):
+            replica = replica_spec(ctx.job, replica_type)
+            if replica is None:
+                continue
+            pod = pod_resources(replica_type, replica, ())  # the spec alone: LimitRanges are not ours
+            for problem in pod.problems:
+                if is_extended(problem.resource) and (problem.container.path, problem.resource) not in not_whole:
+                    yield self._spec_problem(problem, written.get(problem.container.path) or {})
+            if replica_type in rank_pods:
+                yield from self._pod_maximum(ctx, pod)
+
+    # --- per container -------------------------------------------------------------------------
+    def _whole_amounts(self, path: str, container: Mapping[str, Any]) -> Iterator[tuple[Finding, str]]:
+        """Extended resources come in whole units of 0 or more."""
+        resources = container.get("resources") or {}
+        for kind in ("limits", "requests"):
+            for resource, value in sorted((resources.get(kind) or {}).items()):
+                if is_extended(resource) and not _is_whole(value):
+                    field_path = f"{path}.resources.{kind}[{resource}]"
+                    yield Finding(self.id, field_path,
+                                  f"{resource} is counted in whole units of 0 or more; set {field_path} "
+                                  "to a whole number such as 1", Problem.INVALID, value), resource
+
+    def _spec_problem(self, problem: ResourceProblem, container: Mapping[str, Any]) -> Finding:
+        path = f"{problem.container.path}.resources.{problem.field}[{problem.resource}]"
+        written = ((container.get("resources") or {}).get(problem.field) or {}).get(problem.resource)
+        if written is None:
+            return Finding(self.id, path, problem.message, Problem.REQUIRED)
+        return Finding(self.id, path, problem.message, Problem.INVALID, written)
+
+    # --- per pod -------------------------------------------------------------------------------
+    def _pod_maximum(self, ctx: RuleContext, pod: PodResources) -> Iterator[Finding]:
+        counted = [_limit_or_request(c) for c in pod.containers]
+        for resource, amount in sorted(pod_totals(counted, "requests").items()):
+            if not is_gpu(resource):
+                continue
+            allowed = max_gpus(ctx, resource)
+            if amount > allowed:
+                yield self._over(ctx, pod, counted, resource, int(amount), allowed)
+
+    def _over(self, ctx: RuleContext, pod: PodResources, counted: list[ContainerResources], resource: str,
+              asked: int, allowed: int) -> Finding:
+        running = [c for c in counted if (not c.init or c.sidecar) and c.requests.get(resource, 0) > 0]
+        if sum(c.requests[resource] for c in running) != asked:  # the peak is while an init container runs
+            path, parts = f"{pod.path}.template.spec", " while its init containers run"
+        elif len(running) == 1:
+            (container,) = running
+            kind = "limits" if resource in container.limits else "requests"  # no LimitRange defaults here
+            path, parts = f"{container.path}.resources.{kind}[{resource}]", ""
+        else:
+            path = f"{pod.path}.template.spec"
+            parts = f"; its containers ask {' + '.join(str(int(c.requests[resource])) for c in running)}"
+        role = "a worker pod" if pod.replica_type == WORKER else "the launcher pod (it runs ranks too)"
+        return Finding(self.id, path,
+                       f"{role} may use at most {allowed} {resource} (asked {asked}{parts}); lower it to "
+                       f"{allowed} or fewer per pod{_spread(ctx, pod.replica_type, asked, allowed)}",
+                       Problem.INVALID, asked)
+
+
+def _limit_or_request(container: ContainerResources) -> ContainerResources:
+    """What a container is counted for here: its limit where it has one, else its request."""
+    return replace(container, requests={**container.requests, **container.limits})
+
+
+def _is_whole(value: Any) -> bool:
+    try:
+        amount = quantity(value)
+    except BadQuantity:
+        return False
+    return amount >= 0 and amount == amount.to_integral_value()
+
+
+def _spread(ctx: RuleContext, replica_type: str, asked: int, allowed: int) -> str:
+    """How to keep the job's total with more, smaller workers."""
+    workers = (replica_spec(ctx.job, WORKER) or {}).get("replicas")
+    if replica_type != WORKER or not isinstance(workers, int) or workers < 1 or allowed < 1:
+        return ""
+    total = workers * asked
+    needed = -(-total // allowed)
+    each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
+    return f", and to keep {total} in total use {plural(needed, 'worker')} with {each} each"

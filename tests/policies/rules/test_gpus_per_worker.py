@@ -1,0 +1,173 @@
+import pytest
+
+from policies.base import Problem
+from policies.rules.gpus_per_worker import GpusPerWorker, max_gpus
+from policies.settings import Settings
+from tests.builders import context, mpijob
+
+RULE = GpusPerWorker()
+WORKER = "spec.mpiReplicaSpecs[Worker].template.spec"
+LAUNCHER = "spec.mpiReplicaSpecs[Launcher].template.spec"
+
+
+def gpu_job(*containers, init=(), workers=2, **spec):
+    """A job whose worker pod has these containers' resources (and init containers')."""
+    job = mpijob(workers=workers, **spec)
+    pod = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["containers"] = [{"name": f"c{i}", "image": "mpi:1", "resources": r} for i, r in enumerate(containers)]
+    if init:
+        pod["initContainers"] = [{"name": f"i{i}", "image": "mpi:1", **c} for i, c in enumerate(init)]
+    return job
+
+
+def check(job, **params):
+    settings = Settings.defaults().with_rule("gpus-per-worker", **params) if params else None
+    return list(RULE.check(context(job, settings=settings)))
+
+
+def gpus(n, resource="nvidia.com/gpu", kind="limits"):
+    return {kind: {resource: n}}
+
+
+@pytest.mark.parametrize("resources", [
+    gpus(16), gpus("16"), gpus(0), {}, gpus(8, "amd.com/gpu"), {"limits": {"cpu": 64, "memory": "512Gi"}},
+    {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 4}},
+    {"limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": 4}},
+], ids=["16", "16-string", "zero", "none", "amd-8", "cpu-only", "equal-both", "equal-mixed-types"])
+def test_within_the_maximum_is_clean(resources):
+    assert check(gpu_job(resources)) == []
+
+
+@pytest.mark.parametrize(("resource", "asked", "workers", "spread"), [
+    ("nvidia.com/gpu", 17, 2, "to keep 34 in total use 3 workers with at most 16 each"),
+    ("nvidia.com/gpu", 32, 4, "to keep 128 in total use 8 workers with 16 each"),
+    ("amd.com/gpu", 24, 2, "to keep 48 in total use 3 workers with 16 each"),
+    ("intel.com/gpu", "20", 3, "to keep 60 in total use 4 workers with 15 each"),
+], ids=["nvidia-17", "nvidia-32", "amd-24", "intel-string-20"])
+def test_over_the_maximum_names_numbers_and_a_concrete_fix(resource, asked, workers, spread):
+    (finding,) = check(gpu_job(gpus(asked, resource), workers=workers))
+    assert finding.rule == "gpus-per-worker"
+    assert finding.path == f"{WORKER}.containers[0].resources.limits[{resource}]"
+    assert finding.problem is Problem.INVALID
+    assert finding.value == int(asked)
+    assert f"a worker pod may use at most 16 {resource} (asked {int(asked)})" in finding.message
+    assert "lower it to 16 or fewer per pod" in finding.message
+    assert spread in finding.message
+
+
+def test_a_request_alone_counts_and_is_pointed_at():
+    findings = check(gpu_job(gpus(20, kind="requests")))
+    over = [f for f in findings if "at most 16" in f.message]
+    assert [f.path for f in over] == [f"{WORKER}.containers[0].resources.requests[nvidia.com/gpu]"]
+
+
+def test_containers_are_summed():
+    (finding,) = check(gpu_job(gpus(8), gpus(6), gpus(4)))
+    assert finding.path == WORKER
+    assert finding.value == 18
+    assert "(asked 18; its containers ask 8 + 6 + 4)" in finding.message
+
+
+@pytest.mark.parametrize(("init", "containers", "asked", "path", "says"), [
+    ([{"resources": gpus(20)}], [gpus(2)], 20, WORKER, "(asked 20 while its init containers run)"),
+    ([{"resources": gpus(4), "restartPolicy": "Always"}], [gpus(14)], 18, WORKER, "its containers ask 14 + 4"),
+    ([{"resources": gpus(4), "restartPolicy": "Always"}, {"resources": gpus(13)}], [gpus(1)], 17, WORKER,
+     "(asked 17 while its init containers run)"),
+    ([{"resources": gpus(20), "restartPolicy": "Always"}], [{}], 20,
+     f"{WORKER}.initContainers[0].resources.limits[nvidia.com/gpu]", "(asked 20)"),
+], ids=["init-peak", "sidecar-summed", "init-after-sidecar", "sidecar-alone"])
+def test_init_containers_are_counted_as_kubernetes_counts_them(init, containers, asked, path, says):
+    (finding,) = check(gpu_job(*containers, init=init))
+    assert finding.value == asked
+    assert finding.path == path
+    assert says in finding.message
+
+
+def test_init_containers_within_the_app_total_do_not_add():
+    assert check(gpu_job(gpus(16), init=[{"resources": gpus(16)}])) == []
+
+
+def test_each_gpu_resource_is_held_to_the_maximum_separately():
+    (finding,) = check(gpu_job({"limits": {"nvidia.com/gpu": 16, "amd.com/gpu": 17}}))
+    assert finding.path.endswith("limits[amd.com/gpu]")
+
+
+@pytest.mark.parametrize(("maximum", "asked", "found"), [(8, 9, True), (8, 8, False), (0, 1, True)],
+                         ids=["9-over-8", "8-at-8", "no-gpus-allowed"])
+def test_admin_maximum_is_honoured(maximum, asked, found):
+    findings = check(gpu_job(gpus(asked)), max=maximum)
+    assert bool(findings) is found
+    if found:
+        assert f"at most {maximum} nvidia.com/gpu (asked {asked})" in findings[0].message
+
+
+def test_max_gpus_reads_the_settings():
+    settings = Settings.defaults().with_rule("gpus-per-worker", max=4)
+    assert max_gpus(context(mpijob(), settings=settings), "nvidia.com/gpu") == 4
+
+
+def test_launcher_gpus_count_only_when_it_runs_ranks():
+    job = gpu_job(gpus(1))
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"] = gpus(20)
+    assert check(job) == []
+    job["spec"]["runLauncherAsWorker"] = True
+    (finding,) = check(job)
+    assert finding.path == f"{LAUNCHER}.containers[0].resources.limits[nvidia.com/gpu]"
+    assert "the launcher pod (it runs ranks too) may use at most 16" in finding.message
+    assert "to keep" not in finding.message
+
+
+def test_request_without_limit_is_refused_by_the_api_server():
+    (finding,) = check(gpu_job(gpus(2, kind="requests")))
+    assert finding.path == f"{WORKER}.containers[0].resources.limits[nvidia.com/gpu]"
+    assert finding.problem is Problem.REQUIRED
+    assert "requested without a limit" in finding.message
+    assert "the API server refuses" in finding.message
+    assert "to 2" in finding.message
+
+
+@pytest.mark.parametrize(("requests", "limits"), [(2, 4), ("4", 2), (1, "2")], ids=["2-vs-4", "4-vs-2", "1-vs-2"])
+def test_request_must_equal_limit_for_extended_resources(requests, limits):
+    job = gpu_job({"requests": {"nvidia.com/gpu": requests}, "limits": {"nvidia.com/gpu": limits}})
+    (finding,) = check(job)
+    assert finding.path == f"{WORKER}.containers[0].resources.limits[nvidia.com/gpu]"
+    assert finding.problem is Problem.INVALID
+    assert finding.value == limits
+    assert f"request {requests} differs from its limit {limits}" in finding.message
+    assert "requests equal to limits" in finding.message
+
+
+def test_any_extended_resource_of_any_container_is_checked():
+    job = gpu_job(gpus(1))
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    launcher["initContainers"] = [{"name": "i", "image": "mpi:1",
+                                   "resources": {"requests": {"example.com/fpga": 1}, "limits": {"example.com/fpga": 2}}}]
+    (finding,) = check(job)
+    assert finding.path == f"{LAUNCHER}.initContainers[0].resources.limits[example.com/fpga]"
+
+
+def test_cpu_and_memory_may_be_overcommitted():
+    assert check(gpu_job({"requests": {"cpu": 1, "memory": "1Gi"}, "limits": {"cpu": 4, "memory": "8Gi"}})) == []
+
+
+@pytest.mark.parametrize(("value", "kind"), [("0.5", "limits"), (-1, "limits"), ("two", "requests"), ("500m", "limits")],
+                         ids=["half", "negative", "word", "milli"])
+def test_extended_resources_come_in_whole_units(value, kind):
+    (finding,) = check(gpu_job(gpus(value, kind=kind)))
+    assert finding.path == f"{WORKER}.containers[0].resources.{kind}[nvidia.com/gpu]"
+    assert finding.problem is Problem.INVALID
+    assert finding.value == value
+    assert "counted in whole units of 0 or more" in finding.message
+
+
+def test_every_problem_is_reported_at_once():
+    job = gpu_job(gpus(2, kind="requests"), {"requests": {"nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 20}})
+    paths = [f.path for f in check(job)]
+    assert paths == [f"{WORKER}.containers[0].resources.limits[nvidia.com/gpu]",
+                     f"{WORKER}.containers[1].resources.limits[nvidia.com/gpu]",
+                     WORKER]
+
+
+def test_worker_count_missing_gives_no_spread_suggestion():
+    (finding,) = check(gpu_job(gpus(17), workers=None))
+    assert "to keep" not in finding.message
