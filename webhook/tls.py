@@ -11,6 +11,7 @@ from typing import Any
 
 from certs.inspection import EXPIRY_WARNING, describe_serving_cert, expires_soon
 from certs.reloading import ReloadingServerContext
+from webhook import metrics
 
 log = logging.getLogger("gunicorn.error")
 
@@ -30,8 +31,9 @@ def reloading_ssl_context() -> SSLContextHook:
         if not reloading:
             with lock:
                 if not reloading:
-                    reloading.append(ReloadingServerContext(conf.certfile, conf.keyfile,
-                                                            default_ssl_context_factory, log=log))
+                    reloading.append(ReloadingServerContext(
+                        conf.certfile, conf.keyfile, default_ssl_context_factory, log=log,
+                        on_reload=metrics.set_certificate_expiry))
         return reloading[0].context()
 
     return ssl_context

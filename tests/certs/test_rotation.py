@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 
 REVIEW = (ROOT / "examples" / "review-pi.json").read_bytes()
 REVIEW_UID = json.loads(REVIEW)["request"]["uid"]
-ROTATION_DEADLINE = 5.0  # seconds until every new connection gets the renewed certificate
+ROTATION_DEADLINE = 3.0  # seconds until every new connection gets the renewed certificate (checks: 1 s)
 
 
 def free_port() -> int:
@@ -44,11 +44,11 @@ class Server:
 
 @pytest.fixture
 def ca() -> authority.Issued:
-    return authority.new_ca("rotation-test-ca", days=2)
+    return authority.new_ca("rotation-test-ca", days=3)
 
 
-def serving(ca: authority.Issued) -> authority.Issued:
-    return authority.new_serving_cert(ca, ["localhost"], ["127.0.0.1"], days=1)
+def serving(ca: authority.Issued, days: int = 1) -> authority.Issued:
+    return authority.new_serving_cert(ca, ["localhost"], ["127.0.0.1"], days=days)
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def keep_alive_loop(port: int, ca: authority.Issued, stop: threading.Event, outc
 
 def test_reviews_keep_succeeding_while_the_certificate_is_renewed(server, ca: authority.Issued) -> None:
     running, volume, first = server
-    renewed = serving(ca)
+    renewed = serving(ca, days=2)
     outcomes = Outcomes()
     stop = threading.Event()
     clients = [threading.Thread(target=new_connection_loop, args=(running.port, ca, host, stop, outcomes))
@@ -194,6 +194,19 @@ def test_reviews_keep_succeeding_while_the_certificate_is_renewed(server, ca: au
     log = running.output()
     assert f"[INFO] reloaded serving certificate: {volume.cert_file}" in log
     assert f"serial {renewed.certificate.serial_number:x}" in log.split("reloaded serving certificate")[-1]
+    assert certificate_expiry_metric(running, ca) == renewed.certificate.not_valid_after_utc.timestamp()
+
+
+def certificate_expiry_metric(server: Server, ca: authority.Issued) -> float:
+    connection = http.client.HTTPSConnection("localhost", server.port, context=client_context(ca), timeout=5)
+    try:
+        connection.request("GET", "/metrics")
+        body = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    (value,) = [float(line.split()[-1]) for line in body.splitlines()
+                if line.startswith("mpijob_webhook_serving_certificate_expiration_timestamp_seconds")]
+    return value
 
 
 def test_start_up_log_names_the_certificate_and_its_expiry(server) -> None:
