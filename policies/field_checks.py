@@ -50,3 +50,11 @@ def negative(rule: str, path: str, value: int) -> Finding | None:
         return None
     return Finding(rule, path, f"must be greater than or equal to 0 (asked {value}); "
                                f"set {path} to 0 or more, or leave it unset", Problem.INVALID, value)
+
+
+def check_choices(name: str, chosen: Sequence[str], supported: Sequence[str]) -> None:
+    """For a Params field an admin may narrow but not widen (the operator knows no more)."""
+    unknown = [c for c in chosen if c not in supported]
+    if unknown or not chosen:
+        raise ValueError(f"{name} must be one or more of {quoted(supported)}"
+                         + (f" (not {quoted(unknown)})" if unknown else ""))

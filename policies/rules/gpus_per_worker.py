@@ -29,6 +29,10 @@ from policies.resources import ContainerResources, PodResources, ResourceProblem
 class GpusPerWorkerParams:
     max: int = 16
 
+    def __post_init__(self) -> None:
+        if self.max < 0:
+            raise ValueError(f"max must be 0 or more (got {self.max})")
+
 
 def max_gpus(ctx: RuleContext, resource: str) -> int:
     """The most of ``resource`` one worker pod may use. The one place to ask: a namespace's

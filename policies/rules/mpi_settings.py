@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.base import Action, Finding, Problem, RuleContext
-from policies.field_checks import not_supported
+from policies.field_checks import check_choices, not_supported
 from policies.jobs import spec
 
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
@@ -27,6 +27,9 @@ class MpiSettingsParams:
     # The operator supports these three; an admin may narrow them to the MPIs the cluster's
     # images are validated with (e.g. only OpenMPI and Intel).
     implementations: tuple[str, ...] = MPI_IMPLEMENTATIONS
+
+    def __post_init__(self) -> None:
+        check_choices("implementations", self.implementations, MPI_IMPLEMENTATIONS)
 
 
 class MpiSettings:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
-from policies.field_checks import negative, not_supported
+from policies.field_checks import check_choices, negative, not_supported
 from policies.jobs import spec
 from policies.quantities import BadQuantity, quantity
 
@@ -31,6 +31,9 @@ class RunPolicyParams:
     # Controllers a job may be handed to. Narrowing is fine (e.g. no MultiKueue); a controller
     # that is not running leaves the job untouched forever.
     managed_by: tuple[str, ...] = (MPI_OPERATOR, MULTIKUEUE)
+
+    def __post_init__(self) -> None:
+        check_choices("managedBy", self.managed_by, (MPI_OPERATOR, MULTIKUEUE))
 
 
 def run_policy(job: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -20,6 +20,10 @@ class WorkerCountParams:
     min: int = 2
     max: int = 100
 
+    def __post_init__(self) -> None:
+        if self.min < 0:
+            raise ValueError(f"min must be 0 or more (got {self.min})")
+
 
 class WorkerCount:
     id = "worker-count"

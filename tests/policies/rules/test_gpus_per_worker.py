@@ -1,7 +1,7 @@
 import pytest
 
 from policies.base import Problem
-from policies.rules.gpus_per_worker import GpusPerWorker, max_gpus
+from policies.rules.gpus_per_worker import GpusPerWorker, GpusPerWorkerParams, max_gpus
 from policies.settings import Settings
 from tests.builders import context, mpijob
 
@@ -171,3 +171,8 @@ def test_every_problem_is_reported_at_once():
 def test_worker_count_missing_gives_no_spread_suggestion():
     (finding,) = check(gpu_job(gpus(17), workers=None))
     assert "to keep" not in finding.message
+
+
+def test_negative_maximum_is_refused():
+    with pytest.raises(ValueError, match=r"max must be 0 or more \(got -1\)"):
+        GpusPerWorkerParams(max=-1)

@@ -1,7 +1,7 @@
 import pytest
 
 from policies.base import Problem
-from policies.rules.mpi_settings import MpiSettings
+from policies.rules.mpi_settings import MpiSettings, MpiSettingsParams
 from policies.settings import Settings
 from tests.builders import context, mpijob
 
@@ -69,3 +69,9 @@ def test_every_problem_is_reported_at_once():
     job = mpijob(mpiImplementation="x", launcherCreationPolicy="y", sshAuthMountPath="")
     assert [f.path for f in RULE.check(context(job))] == [
         "spec.mpiImplementation", "spec.launcherCreationPolicy", "spec.sshAuthMountPath"]
+
+
+@pytest.mark.parametrize("implementations", [(), ("OpenMPI", "MVAPICH")], ids=["none", "unknown"])
+def test_admin_cannot_allow_what_the_operator_does_not_know(implementations):
+    with pytest.raises(ValueError, match='implementations must be one or more of "OpenMPI", "Intel", "MPICH"'):
+        MpiSettingsParams(implementations=implementations)

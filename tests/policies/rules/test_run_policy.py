@@ -3,7 +3,7 @@ import copy
 import pytest
 
 from policies.base import Problem
-from policies.rules.run_policy import RunPolicy
+from policies.rules.run_policy import RunPolicy, RunPolicyParams
 from policies.settings import Settings
 from tests.builders import context, mpijob
 
@@ -148,3 +148,8 @@ def test_a_malformed_stored_object_does_not_break_the_check(old):
     job = job_with(managedBy="kueue.x-k8s.io/multikueue")
     (finding,) = RULE.check(context(job, operation="UPDATE", old=old))
     assert 'back to "kubeflow.org/mpi-operator"' in finding.message
+
+
+def test_admin_cannot_allow_a_controller_the_operator_does_not_know():
+    with pytest.raises(ValueError, match=r'managedBy must be one or more of .* \(not "example.com/x"\)'):
+        RunPolicyParams(managed_by=("example.com/x",))

@@ -1,7 +1,7 @@
 import pytest
 
 from policies.base import Problem
-from policies.rules.worker_count import WorkerCount
+from policies.rules.worker_count import WorkerCount, WorkerCountParams
 from policies.settings import Settings
 from tests.builders import context, mpijob
 
@@ -72,3 +72,8 @@ def test_admin_range_is_honoured(bounds, workers, says):
         assert findings == []
     else:
         assert says in findings[0].message
+
+
+def test_negative_minimum_is_refused():
+    with pytest.raises(ValueError, match=r"min must be 0 or more \(got -1\)"):
+        WorkerCountParams(min=-1)
