@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from certs.inspection import EXPIRY_WARNING, describe_serving_cert, expires_soon
-from certs.reloading import ReloadingServerContext
+from certs.reloading import ReloadingServerContext, server_context_loader
 from webhook import metrics
 
 log = logging.getLogger("gunicorn.error")
@@ -40,10 +40,17 @@ def reloading_ssl_context() -> SSLContextHook:
 
 
 def log_serving_certificate(server: Any) -> None:
-    """gunicorn's ``on_starting`` hook (in the arbiter, once)."""
-    path = server.cfg.certfile
-    description = describe_serving_cert(path)
-    if expires_soon(path):
+    """gunicorn's ``on_starting`` hook (in the arbiter, once): refuse to start with a certificate
+    and key that do not load together (every handshake would fail), and log which certificate is
+    served and when it expires."""
+    cert_file, key_file = server.cfg.certfile, server.cfg.keyfile
+    try:
+        server_context_loader(cert_file, key_file)()
+    except (OSError, ssl.SSLError) as exc:
+        server.log.error("cannot serve certificate %s with key %s: %s", cert_file, key_file, exc)
+        raise SystemExit(1) from None
+    description = describe_serving_cert(cert_file)
+    if expires_soon(cert_file):
         server.log.warning("serving certificate: %s; it expires in less than %s days, renew it",
                            description, EXPIRY_WARNING.days)
     else:

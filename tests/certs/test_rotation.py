@@ -220,3 +220,16 @@ def test_start_up_log_names_the_certificate_and_its_expiry(server) -> None:
     # A certificate that expires within 15 days is logged as a warning (this one lasts 1 day).
     assert "[WARNING] serving certificate:" in line
     assert line.endswith("it expires in less than 15 days, renew it")
+
+
+def test_a_key_that_is_not_the_certificates_stops_the_start(tmp_path: Path, ca: authority.Issued) -> None:
+    first, other = serving(ca), serving(ca)
+    volume = SecretVolume(tmp_path / "tls")
+    volume.publish_files({"tls.crt": first.cert_pem(), "tls.key": other.key_pem()})
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(free_port()),
+         "--cert-file", str(volume.cert_file), "--key-file", str(volume.key_file)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"cannot serve certificate {volume.cert_file} with key {volume.key_file}" in done.stderr
+    assert "key values mismatch" in done.stderr.lower()
