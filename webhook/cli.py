@@ -10,6 +10,8 @@ from collections.abc import Sequence
 COMMANDS = (
     "webhook.commands.serve",
     "webhook.commands.certs",
+    "webhook.commands.policy",
+    "webhook.commands.check",
 )
 
 

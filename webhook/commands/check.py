@@ -1,0 +1,133 @@
+"""``mpijob-webhook check``: the webhook's verdict on manifests, before they reach a cluster.
+
+Exit status: 0 every MPIJob would be admitted, 1 at least one would be denied, 2 an input
+(manifest, policy or cluster-state file) could not be read. ``--output json`` prints a
+``CheckReport`` (see the README) for CI pipelines.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from policies.config import PolicyError, default_policy
+from policies.messages import plural
+from policies.policy import Policy
+from webhook.offline import NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view, documents
+from webhook.policy_source import own_namespace, read_policy
+
+STDIN = "-"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check", help="check MPIJob manifests offline, exactly as the webhook would",
+        description="Evaluate MPIJob manifests (multi-document YAML; - for stdin) with the webhook's rules, "
+                    "mutations and messages. Exit 0: all admitted; 1: any denied; 2: bad input.",
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for stdin")
+    parser.add_argument("--policy-file", type=Path, metavar="FILE", help="the policy to check against "
+                        "(default: the built-in policy)")
+    parser.add_argument("--cluster-state", type=Path, metavar="FILE",
+                        help="YAML of ResourceQuota, LimitRange, Node, Namespace, LocalQueue and MPIJob objects "
+                             "(e.g. kubectl get quota,limits,nodes -A -o yaml) for the cluster-aware rules; "
+                             "without it those rules are reported as skipped")
+    parser.add_argument("--namespace", default="default",
+                        help="namespace of manifests that name none (default %(default)s)")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = evaluate(args)
+    if args.output == "json":
+        json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+        print()
+    else:
+        for line in render_text(report):
+            print(line)
+        for error in report.errors:
+            print(f"error: {error}", file=sys.stderr)
+    return report.exit_code
+
+
+def evaluate(args: argparse.Namespace) -> Report:
+    empty = Report((), (), args.cluster_state is not None)
+    try:
+        checker = Checker(_policy(args.policy_file), _cluster(args.cluster_state, args.namespace), args.namespace)
+    except BadInput as error:
+        return empty.with_error(error)
+    results: list[dict[str, Any]] = []
+    errors: list[BadInput] = []
+    for name in args.files:
+        try:
+            for index, obj in documents(_read(name), _label(name)):
+                results.append(checker.check(obj, _label(name), index))
+        except BadInput as error:
+            errors.append(error)
+    return Report(tuple(results), tuple(errors), args.cluster_state is not None)
+
+
+def _label(name: str) -> str:
+    return "<stdin>" if name == STDIN else name
+
+
+def _read(name: str) -> str:
+    try:
+        if name == STDIN:
+            return sys.stdin.read()
+        return Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise BadInput(_label(name), f"cannot be read: {reason}") from None
+
+
+def _policy(path: Path | None) -> Policy:
+    if path is None:
+        return default_policy(own_namespace())
+    try:
+        return read_policy(path)[0]
+    except PolicyError as exc:
+        raise BadInput(str(path), "invalid policy: " + "; ".join(str(p) for p in exc.problems)) from None
+
+
+def _cluster(path: Path | None, namespace: str) -> Any:
+    if path is None:
+        return None
+    objects = [(str(path), index, obj) for index, obj in documents(_read(str(path)), str(path))]
+    return cluster_view(objects, namespace)
+
+
+def render_text(report: Report) -> Iterator[str]:
+    for result in report.results:
+        where = f"{result['source']}[{result['document']}]"
+        what = f"{result['kind']} {result['namespace']}/{result['name']}"
+        if result["decision"] == "ignored":
+            yield f"{where} {result['apiVersion']} {what}: ignored (not an MPIJob)"
+            continue
+        note = f" ({result['reason']})" if result["reason"] not in ("checked", "invalid-shape") else ""
+        yield f"{where} {what}: {result['decision']}{note}"
+        warned = {f["message"] for f in result["findings"] if f["action"] == "warn"}
+        for finding in result["findings"]:
+            yield f"  {finding['action']:<7} {finding['message']}"
+        for pruned in result["pruned"]:
+            yield f"  pruned  {pruned['path']}: {pruned['message']}"
+        for warning in result["warnings"]:
+            if not any(warning.startswith(w[:60]) for w in warned):
+                yield f"  warning {warning}"
+        if result["skipped"]:
+            reason = "" if report.cluster_state else f" ({NO_CLUSTER_STATE})"
+            yield f"  skipped {', '.join(result['skipped'])}{reason}"
+        mutations = result["mutations"]
+        if mutations["patch"]:
+            yield f"  mutate  {', '.join(mutations['applied'])}: {len(mutations['patch'])} patch operations"
+            for op in mutations["patch"]:
+                value = f" = {json.dumps(op['value'])}" if "value" in op else ""
+                yield f"          {op['op']} {op['path']}{value}"
+    summary = report.summary()
+    unread = f"; {plural(summary['errors'], 'input')} could not be read" if summary["errors"] else ""
+    yield (f"{plural(summary['documents'], 'document')}: {summary['admitted']} admitted, {summary['denied']} denied, "
+           f"{summary['ignored']} ignored{unread}")

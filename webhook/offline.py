@@ -1,0 +1,260 @@
+"""Manifests checked offline with the webhook's own admission logic, for CI pipelines.
+
+Each MPIJob goes through what the API server would do on ``kubectl apply``: unknown fields are
+pruned and schema defaults filled in (``policies.structural``), the mutating webhook runs and
+its patch is applied, and the validating webhook sees the result. Both calls are the real
+``Admission`` with the given policy, so rules, messages and the patch are exactly the
+webhook's. Cluster-aware rules read a file of cluster objects when one is given; otherwise they
+are reported as skipped, never as a failure.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from policies import messages
+from policies.base import Action, Finding
+from policies.cluster import ClusterView, StaticClusterView
+from policies.engine import CLUSTER_STATE_RULE
+from policies.jobs import GROUP, HUB_VERSION, KIND
+from policies.policy import Policy
+from policies.structural import as_admitted
+from webhook.admission import Decision
+from webhook.review import parse_admission_review
+from webhook.runtime import default_runtime
+
+REPORT_API_VERSION = "mpijob-webhook/v1"
+CHECK_USER = "mpijob-webhook-check"
+NO_CLUSTER_STATE = "no --cluster-state given"
+# Cluster objects the cluster-aware rules read, by kind.
+CLUSTER_KINDS = ("ResourceQuota", "LimitRange", "Node", "Namespace", "LocalQueue", "MPIJob")
+
+
+class BadInput(Exception):
+    """A file or document that cannot be checked at all (exit code 2)."""
+
+    def __init__(self, source: str, message: str, document: int | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.document = document
+        self.message = message
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "document": self.document, "message": self.message}
+
+    def __str__(self) -> str:
+        where = self.source if self.document is None else f"{self.source}[{self.document}]"
+        return f"{where}: {self.message}"
+
+
+def documents(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
+    """(index, object) of every non-empty document of a multi-document YAML (or JSON) text;
+    ``kind: List`` objects are unpacked."""
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise BadInput(source, f"not valid YAML{where}: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise BadInput(source, f"not valid YAML: {exc}") from None
+    found = []
+    for index, doc in enumerate(loaded):
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise BadInput(source, f"expected a Kubernetes object (a mapping), got {type(doc).__name__}", index)
+        for item in _unpack(doc, source, index):
+            if not isinstance(item.get("apiVersion"), str) or not isinstance(item.get("kind"), str):
+                raise BadInput(source, "not a Kubernetes object: apiVersion and kind are required", index)
+            found.append((index, item))
+    return found
+
+
+def _unpack(doc: Mapping[str, Any], source: str, index: int) -> Iterable[dict[str, Any]]:
+    if isinstance(doc.get("kind"), str) and doc["kind"].endswith("List") and "items" in doc:
+        items = doc["items"] or []
+        if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+            raise BadInput(source, f"{doc['kind']}.items must be a list of objects", index)
+        return [dict(i) for i in items]
+    return [dict(doc)]
+
+
+def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_namespace: str) -> StaticClusterView:
+    """A ClusterView of (source, index, object) cluster objects. Kueue counts as installed when
+    at least one LocalQueue is given."""
+    quotas: dict[str, list[Any]] = {}
+    ranges: dict[str, list[Any]] = {}
+    queues: dict[str, list[Any]] | None = None
+    jobs: dict[str, list[Any]] = {}
+    namespaces: dict[str, Any] = {}
+    nodes: list[Any] = []
+    for source, index, obj in objects:
+        kind = obj["kind"]
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        namespace = meta.get("namespace") or default_namespace
+        if kind == "ResourceQuota":
+            quotas.setdefault(namespace, []).append(obj)
+        elif kind == "LimitRange":
+            ranges.setdefault(namespace, []).append(obj)
+        elif kind == "LocalQueue":
+            queues = queues if queues is not None else {}
+            queues.setdefault(namespace, []).append(obj)
+        elif kind == "MPIJob":
+            jobs.setdefault(namespace, []).append(obj)
+        elif kind == "Namespace":
+            if not meta.get("name"):
+                raise BadInput(source, "a Namespace needs metadata.name", index)
+            namespaces[meta["name"]] = obj
+        elif kind == "Node":
+            nodes.append(obj)
+        else:
+            raise BadInput(source, f"kind {kind} is not cluster state the rules read; expected one of "
+                                   f"{', '.join(CLUSTER_KINDS)}", index)
+    return StaticClusterView(quotas=quotas, ranges=ranges, namespaces=namespaces, node_list=tuple(nodes),
+                             queues=queues, jobs=jobs)
+
+
+def unavailable_cluster() -> StaticClusterView:
+    return StaticClusterView(available=False, unavailable_reason=NO_CLUSTER_STATE)
+
+
+@dataclass
+class Checker:
+    """Checks one object at a time; ``cluster`` None: cluster-aware rules are skipped."""
+
+    policy: Policy
+    cluster: ClusterView | None = None
+    namespace: str = "default"
+    _decisions: list[Decision] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        policy = self.policy
+        if self.cluster is None:  # skipped rules are reported as such, not as warnings or denials
+            policy = policy.with_cluster_unavailable(Action.AUDIT)
+        runtime = default_runtime(policy, self.cluster or unavailable_cluster())
+        self._admission = runtime.admission
+        self._admission.observers.append(self._decisions.append)
+
+    def check(self, obj: Mapping[str, Any], source: str, index: int) -> dict[str, Any]:
+        group, _, version = str(obj["apiVersion"]).rpartition("/")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        result: dict[str, Any] = {
+            "source": source, "document": index, "apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "namespace": meta.get("namespace") or self.namespace,
+            "name": meta.get("name") or meta.get("generateName") or "",
+        }
+        if group != GROUP or obj["kind"] != KIND:
+            return {**result, "decision": "ignored", "reason": "not-mpijob"}
+        pruned: list[dict[str, Any]] = []
+        if version == HUB_VERSION:
+            admitted, removed = as_admitted(obj)
+            obj = admitted
+            pruned = [{"path": p.path, "message": p.message, "suggestion": p.suggestion} for p in removed]
+        return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
+
+    def _admit(self, obj: dict[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
+        mutating = self._call("mutate", obj, group, version, namespace)
+        mutation = mutating[1].mutation
+        patch: list[dict[str, Any]] = []
+        if "patch" in mutating[0]:
+            original = obj
+            patch = json.loads(base64.b64decode(mutating[0]["patch"]))
+            obj = jsonpatch.apply_patch(original, patch)
+            patch = _stable(patch, original, obj)
+        mutations = {"applied": list(mutation.applied) if mutation else [], "patch": patch}
+        if not mutating[0]["allowed"]:
+            findings = [_finding(f, Action.DENY) for f in (mutation.invalid if mutation else ())]
+            return _outcome(mutating, findings, [], mutating[0].get("warnings", []), mutations)
+        validating = self._call("validate", obj, group, version, namespace)
+        verdict = validating[1].verdict
+        outcomes = verdict.outcomes if verdict else ()
+        findings = [_finding(o.finding, o.action) for o in outcomes if o.finding.rule != CLUSTER_STATE_RULE
+                    or self.cluster is not None]
+        warnings = [*mutating[0].get("warnings", []), *validating[0].get("warnings", [])]
+        return _outcome(validating, findings, list(verdict.skipped) if verdict else [], warnings, mutations)
+
+    def _call(self, endpoint: str, obj: dict[str, Any], group: str, version: str,
+              namespace: str) -> tuple[dict[str, Any], Decision]:
+        review = {
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": f"check-{endpoint}", "operation": "CREATE", "namespace": namespace,
+                "kind": {"group": group, "version": version, "kind": KIND},
+                "resource": {"group": group, "version": version, "resource": "mpijobs"},
+                "userInfo": {"username": CHECK_USER}, "object": obj, "oldObject": None, "dryRun": True,
+            },
+        }
+        name = (obj.get("metadata") or {}).get("name")
+        if name:
+            review["request"]["name"] = name
+        self._decisions.clear()
+        answer = getattr(self._admission, endpoint)(parse_admission_review(review))
+        return answer["response"], self._decisions[-1]
+
+
+def _stable(patch: list[dict[str, Any]], original: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The patch ordered by path, when that order gives the same result: the order of
+    independent operations follows Python's hash seed, and CI diffs reports across runs."""
+    ordered = sorted(patch, key=lambda op: op["path"])
+    try:
+        same = jsonpatch.apply_patch(original, ordered) == result
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+        same = False
+    return ordered if same else patch
+
+
+def _finding(finding: Finding, action: Action) -> dict[str, Any]:
+    return {"rule": finding.rule, "action": action.value, "path": finding.path, "message": messages.line(finding)}
+
+
+def _outcome(call: tuple[dict[str, Any], Decision], findings: list[dict[str, Any]], skipped: list[str],
+             warnings: list[str], mutations: dict[str, Any]) -> dict[str, Any]:
+    response, decision = call
+    status = response.get("status")
+    return {
+        "decision": "admitted" if response["allowed"] else "denied",
+        "reason": decision.reason,
+        "status": {k: status[k] for k in ("code", "reason", "message")} if status else None,
+        "findings": findings,
+        "warnings": warnings,
+        "skipped": skipped,
+        "mutations": mutations,
+    }
+
+
+@dataclass(frozen=True)
+class Report:
+    results: tuple[dict[str, Any], ...]
+    errors: tuple[BadInput, ...]
+    cluster_state: bool
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if any(r["decision"] == "denied" for r in self.results) else 0
+
+    def summary(self) -> dict[str, int]:
+        count = {d: sum(1 for r in self.results if r["decision"] == d) for d in ("admitted", "denied", "ignored")}
+        return {"documents": len(self.results), **count, "errors": len(self.errors)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "apiVersion": REPORT_API_VERSION,
+            "kind": "CheckReport",
+            "exitCode": self.exit_code,
+            "summary": self.summary(),
+            "clusterState": self.cluster_state,
+            "results": list(self.results),
+            "errors": [e.to_json() for e in self.errors],
+        }
+
+    def with_error(self, error: BadInput) -> Report:
+        return replace(self, errors=(*self.errors, error))
