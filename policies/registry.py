@@ -8,9 +8,13 @@ from policies.mutations.restricted_service_account import RestrictedServiceAccou
 from policies.rules.gpus_per_worker import GpusPerWorker
 from policies.rules.image_reference import ImageReference
 from policies.rules.job_name import JobName
+from policies.rules.kueue_queue import KueueQueue
+from policies.rules.limit_range import LimitRange
 from policies.rules.launcher import Launcher
 from policies.rules.mpi_settings import MpiSettings
+from policies.rules.node_fit import NodeFit
 from policies.rules.replica_spec import ReplicaSpec
+from policies.rules.resource_quota import ResourceQuota
 from policies.rules.run_policy import RunPolicy
 from policies.rules.slots_per_worker import SlotsPerWorker
 from policies.rules.worker_count import WorkerCount
@@ -26,6 +30,11 @@ RULES: tuple[Rule, ...] = (
     RunPolicy(),
     ImageReference(),
     GpusPerWorker(),
+    # cluster-aware: read the namespace's LimitRanges, quotas, nodes and queues from the caches
+    LimitRange(),
+    ResourceQuota(),
+    NodeFit(),
+    KueueQueue(),
 )
 
 MUTATIONS: tuple[Mutation, ...] = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook import metrics, policy_source
+from webhook import cluster, metrics, policy_source
 from webhook.audit import AuditLog
 from webhook.runtime import Runtime, default_runtime
 
@@ -24,10 +24,15 @@ class ServeOptions:
     policy_file: Path | None = None
     policy_check_seconds: float = 2.0
     audit_log: bool = True
+    # Where cluster state comes from: this kubeconfig, else the pod's ServiceAccount (not with --dev).
+    kubeconfig: Path | None = None
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
-    runtime = default_runtime()
+    view, readiness = cluster.connect(options.kubeconfig, dev=options.dev)
+    runtime = default_runtime(cluster=view)
+    if readiness is not None:
+        runtime.readiness_checks["cluster"] = readiness
     observe(runtime, options)
     return runtime
 

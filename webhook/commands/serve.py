@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         metavar="SECONDS", help="how often the policy file is checked for edits (default %(default)s)")
     parser.add_argument("--no-audit-log", dest="audit_log", action="store_false",
                         help="do not write the JSON audit line of every decision to stdout")
+    parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
+                        help="read cluster state (quotas, LimitRanges, nodes, queues, MPIJobs) with this kubeconfig; "
+                             "default: the pod's ServiceAccount in a cluster, none with --dev")
     parser.set_defaults(run=run, parser=parser)
 
 
@@ -45,7 +48,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     return ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
                         dev=args.dev, workers=args.workers, threads=args.threads,
                         policy_file=args.policy_file, policy_check_seconds=args.policy_check_interval,
-                        audit_log=args.audit_log)
+                        audit_log=args.audit_log, kubeconfig=args.kubeconfig)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"development CA: {bundle.ca_file}", flush=True)
         print(f"try: curl --cacert {bundle.ca_file} -H 'Content-Type: application/json' "
               f"--data @examples/review-pi.json https://localhost:{args.port}/validate", flush=True)
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        args.parser.error(f"--kubeconfig {args.kubeconfig} does not exist or is not a file")
     for path in (args.cert_file, args.key_file):
         if not Path(path).is_file():
             print(f"mpijob-webhook serve: {path} does not exist or is not a file", file=sys.stderr)

@@ -1,0 +1,291 @@
+"""The watch caches against a real list/watch protocol (``tests.kube_api``), driven by the real
+``kubernetes`` client, and the cluster-aware rules reading them through /validate."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from policies.base import Action
+from policies.policy import Policy
+from policies.settings import Settings
+from tests.builders import admission_review
+from tests.kube_api import CORE, MPIJOBS, KubeAPI, local_queues
+from tests.kube_objects import (
+    RUNNING,
+    gpu_job,
+    local_queue,
+    namespace,
+    node,
+    resource_quota,
+    stored_mpijob,
+)
+from tests.webhook.app_client import webhook
+from webhook.cluster import ClusterCaches, Timing, api_client
+
+GPU = "requests.nvidia.com/gpu"
+# Fast enough for tests: a lost watch makes the state unusable after 0.5 s, retries within 0.2 s.
+FAST = Timing(stale_after=0.5, backoff_initial=0.02, backoff_max=0.2, absent_recheck=0.2)
+
+
+def eventually(condition: Callable[[], object], timeout: float = 3.0) -> float:
+    """Seconds until ``condition()`` held; fails after ``timeout``."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"not within {timeout} s: {condition}")
+        time.sleep(0.005)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def api() -> Iterator[KubeAPI]:
+    with KubeAPI() as server:
+        server.apply(namespace("team-a"), node("gpu-1", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"}))
+        yield server
+
+
+def start_caches(api: KubeAPI, tmp_path: Path, timing: Timing = FAST) -> ClusterCaches:
+    return ClusterCaches(api_client(api.kubeconfig(tmp_path / "kubeconfig")), timing=timing).start()
+
+
+@pytest.fixture
+def caches(api: KubeAPI, tmp_path: Path) -> Iterator[ClusterCaches]:
+    started = start_caches(api, tmp_path)
+    try:
+        assert started.wait_synced(5), started.readiness()
+        yield started
+    finally:
+        started.stop()
+
+
+def validate(caches: ClusterCaches, job: dict, settings: Settings | None = None) -> dict:
+    served = webhook(cluster=caches, policy=Policy(settings=settings) if settings else None)
+    return served.review("/validate", admission_review(job))["response"]
+
+
+# --- the caches ---------------------------------------------------------------------------
+
+def test_lists_then_serves_objects_by_namespace(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("gpus", {GPU: 32}), resource_quota("other", {"pods": 1}, namespace="team-b"))
+    eventually(lambda: len(caches.resource_quotas("team-a")) == 1 and caches.resource_quotas("team-b"))
+    (quota,) = caches.resource_quotas("team-a")
+    assert quota["spec"]["hard"] == {GPU: "32"}
+    assert caches.resource_quotas("nowhere") == ()
+    assert caches.namespace("team-a")["metadata"]["labels"]["kubernetes.io/metadata.name"] == "team-a"
+    (gpu_node,) = caches.nodes()
+    assert set(gpu_node) == {"metadata", "spec", "status"}  # trimmed to what node-fit reads
+    assert caches.local_queues("team-a") is None  # Kueue is not installed
+    assert caches.available and caches.unavailable_reason == ""
+
+
+def test_deletes_are_seen(api: KubeAPI, caches: ClusterCaches):
+    quota = resource_quota("gpus", {GPU: 32})
+    api.apply(quota)
+    eventually(lambda: caches.resource_quotas("team-a"))
+    api.delete(quota)
+    eventually(lambda: caches.resource_quotas("team-a") == ())
+
+
+def test_lists_in_pages(api: KubeAPI, caches: ClusterCaches, tmp_path: Path):
+    api.apply(*(resource_quota("q", {"pods": 10}, namespace=f"ns-{i}") for i in range(1200)))
+    fresh = start_caches(api, tmp_path)
+    try:
+        assert fresh.wait_synced(10)
+        assert all(len(fresh.resource_quotas(f"ns-{i}")) == 1 for i in range(1200))
+        assert api.count("/api/v1/resourcequotas", watch=False) == 1 + 3  # 500 + 500 + 200
+    finally:
+        fresh.stop()
+
+
+def test_expired_watch_lists_again_and_misses_nothing(api: KubeAPI, caches: ClusterCaches):
+    lists = api.count("/api/v1/resourcequotas", watch=False)
+    api.go_down()  # the watch breaks; meanwhile the quota changes and history is compacted
+    api.come_back()
+    api.apply(resource_quota("gpus", {GPU: 64}))
+    api.compact()
+    eventually(lambda: caches.resource_quotas("team-a"))
+    assert caches.resource_quotas("team-a")[0]["spec"]["hard"][GPU] == "64"
+    assert api.count("/api/v1/resourcequotas", watch=False) == lists + 1
+
+
+def test_expired_watch_answered_with_http_410_lists_again(api: KubeAPI, caches: ClusterCaches):
+    api.gone_as_http_status = True
+    lists = api.count("/api/v1/limitranges", watch=False)
+    api.apply(namespace("team-b"))  # moves the version past the limitranges watch
+    api.compact()
+    api.drop_watches()
+    eventually(lambda: api.count("/api/v1/limitranges", watch=False) == lists + 1)
+    assert caches.available
+
+
+def test_a_dropped_watch_resumes_without_listing_again(api: KubeAPI, caches: ClusterCaches):
+    lists = api.count("/api/v1/resourcequotas", watch=False)
+    watches = api.count("/api/v1/resourcequotas", watch=True)
+    api.drop_watches()
+    eventually(lambda: api.count("/api/v1/resourcequotas", watch=True) == watches + 1)
+    api.apply(resource_quota("gpus", {GPU: 8}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    assert api.count("/api/v1/resourcequotas", watch=False) == lists
+
+
+def test_bookmarks_keep_a_quiet_watch_resumable(api: KubeAPI, caches: ClusterCaches):
+    lists = api.count("/api/v1/resourcequotas", watch=False)
+    watches = api.count("/api/v1/resourcequotas", watch=True)
+    api.apply(namespace("team-b"))  # other kinds move on; quotas stay quiet
+    api.send_bookmarks()
+    time.sleep(0.2)
+    api.compact()
+    api.drop_watches()
+    eventually(lambda: api.count("/api/v1/resourcequotas", watch=True) == watches + 1)
+    time.sleep(0.1)
+    assert api.count("/api/v1/resourcequotas", watch=False) == lists
+
+
+def test_kueue_installed_later_is_picked_up(api: KubeAPI, caches: ClusterCaches):
+    assert caches.local_queues("team-a") is None
+    api.install(local_queues("v1beta2"))
+    api.apply({**local_queue("gpu"), "apiVersion": "kueue.x-k8s.io/v1beta2"})
+    eventually(lambda: caches.local_queues("team-a"))
+    assert [q["metadata"]["name"] for q in caches.local_queues("team-a")] == ["gpu"]
+    assert api.count("/apis/kueue.x-k8s.io/v1beta2/localqueues", watch=True) >= 1
+
+
+def test_an_older_kueue_version_is_used_when_it_is_the_one_served(tmp_path: Path):
+    with KubeAPI((*CORE, MPIJOBS, local_queues("v1beta1"))) as server:
+        server.apply(local_queue("default"))
+        caches = start_caches(server, tmp_path)
+        try:
+            assert caches.wait_synced(5)
+            assert [q["metadata"]["name"] for q in caches.local_queues("team-a")] == ["default"]
+        finally:
+            caches.stop()
+
+
+def test_not_ready_until_listed_then_ready(api: KubeAPI, tmp_path: Path):
+    api.go_down()
+    caches = start_caches(api, tmp_path)
+    try:
+        served = webhook(cluster=caches)
+        served.client.application.extensions["mpijob-webhook"].readiness_checks["cluster"] = caches.readiness
+        time.sleep(0.3)
+        status, body = _get(served, "/readyz")
+        assert status == 503
+        assert "resourcequotas not listed yet" in body["checks"]["cluster"]["detail"]
+        # meanwhile requests are answered at once, cluster rules skipped with a warning
+        started = time.monotonic()
+        response = served.review("/validate", admission_review(gpu_job()))["response"]
+        assert time.monotonic() - started < 0.5
+        assert response["allowed"] is True
+        assert any("cluster checks (" in w and "not listed yet" in w for w in response["warnings"])
+        api.come_back()
+        assert caches.wait_synced(5)
+        status, body = _get(served, "/readyz")
+        assert status == 200 and body["checks"]["cluster"]["detail"].startswith("cluster state cached: 0 resourcequotas")
+    finally:
+        caches.stop()
+
+
+def _get(served, path: str) -> tuple[int, dict]:
+    answer = served.client.get(path)
+    return answer.status_code, answer.get_json()
+
+
+# --- the rules through the caches ---------------------------------------------------------
+
+def test_gpu_quota_exceeded(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    response = validate(caches, gpu_job(workers=20))
+    assert response["allowed"] is False
+    status = response["status"]
+    assert status["code"] == 403 and status["reason"] == "Forbidden"
+    assert ("requests.nvidia.com/gpu requested 40 (20 workers × 2), hard 32, used 24, available 8. Suggestions: "
+            "1. reduce spec.mpiReplicaSpecs[Worker].replicas to 4 to fit now; 2. at most 16 workers can ever fit "
+            "this quota") in status["message"]
+
+
+def test_a_quota_update_is_seen_within_a_second(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    assert validate(caches, gpu_job(workers=8))["allowed"] is False
+    api.apply(resource_quota("team-cv-quota", {GPU: 64}, {GPU: 24}))
+    seconds = eventually(lambda: validate(caches, gpu_job(workers=8))["allowed"], timeout=1.0)
+    assert seconds < 1.0
+
+
+def test_pods_count_quota(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("pods", {"pods": 10}, {"pods": 6}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    response = validate(caches, gpu_job(workers=4))
+    assert "pods requested 5 (launcher 1 + 4 workers × 1), hard 10, used 6, available 4" in response["status"]["message"]
+    assert "reduce spec.mpiReplicaSpecs[Worker].replicas to 3 to fit now" in response["status"]["message"]
+    assert validate(caches, gpu_job(workers=3))["allowed"] is True
+
+
+def test_two_jobs_back_to_back_cannot_both_pass(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    first = gpu_job("first", workers=4)
+    assert validate(caches, first)["allowed"] is True
+    # the API server stores it; its pods do not exist yet, so status.used has not moved
+    api.apply(stored_mpijob("first", workers=4, worker_resources={"limits": {"nvidia.com/gpu": 2}}))
+    eventually(lambda: caches.mpijobs("team-a"))
+    second = validate(caches, gpu_job("second", workers=4))
+    assert second["allowed"] is False
+    assert "used 24 + 8 for MPIJobs accepted but not started yet (first), available 0" in second["status"]["message"]
+    # once its pods run they are in status.used, and the job is no longer counted twice
+    api.apply(stored_mpijob("first", workers=4, conditions=RUNNING, worker_resources={"limits": {"nvidia.com/gpu": 2}}),
+              resource_quota("team-cv-quota", {GPU: 32}, {GPU: 32}))
+    eventually(lambda: "used 32, available 0" in (validate(caches, gpu_job("second", workers=4))
+                                                 .get("status", {}).get("message", "")))
+
+
+def test_kueue_managed_job_gets_a_warning(api: KubeAPI, caches: ClusterCaches):
+    api.install(local_queues("v1beta2"))
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}),
+              {**local_queue("team-queue"), "apiVersion": "kueue.x-k8s.io/v1beta2"})
+    eventually(lambda: caches.resource_quotas("team-a") and caches.local_queues("team-a"))
+    job = gpu_job(workers=6)
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-queue"}
+    job["spec"]["runPolicy"]["suspend"] = True  # as Kueue's own webhook leaves it
+    response = validate(caches, job)
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "[resource-quota] spec.mpiReplicaSpecs[Worker].replicas: needs requests.nvidia.com/gpu 12 (6 workers × 2) "
+        "but ResourceQuota team-cv-quota has 8 of 32 free; its pods will wait until the quota has room, "
+        "or use 4 workers"]
+    job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "no-such-queue"
+    warnings = validate(caches, job)["warnings"]
+    assert any(w.startswith('[kueue-queue] metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue "no-such-queue" '
+                            "does not exist in namespace team-a (LocalQueues here: team-queue)") for w in warnings)
+
+
+def test_node_fit_warning(api: KubeAPI, caches: ClusterCaches):
+    job = gpu_job(workers=2, gpus=16)
+    warnings = validate(caches, job)["warnings"]
+    assert ("[node-fit] spec.mpiReplicaSpecs[Worker].template.spec: no matching node can hold a Worker pod "
+            "(nvidia.com/gpu 16): the largest of 1, gpu-1, has nvidia.com/gpu 8 allocatable; use smaller pods "
+            "(more workers) or larger nodes") in warnings
+
+
+def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    api.go_down()
+    eventually(lambda: not caches.available)
+    assert caches.unavailable_reason.startswith("cluster state is not usable: lost the watch on ")
+    response = validate(caches, gpu_job(workers=20))
+    assert response["allowed"] is True
+    (warning,) = [w for w in response["warnings"] if w.startswith("[cluster-state]")]
+    assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue) were not run" in warning
+    assert "lost the watch on" in warning
+    strict = replace(Settings.defaults(), cluster_unavailable=Action.DENY)
+    denied = validate(caches, gpu_job(workers=20), strict)
+    assert denied["allowed"] is False and "were not run" in denied["status"]["message"]
+    api.come_back()
+    eventually(lambda: caches.available)
+    assert validate(caches, gpu_job(workers=20))["allowed"] is False
