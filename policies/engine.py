@@ -123,7 +123,8 @@ def _skipped_finding(ctx: RuleContext, skipped: Iterable[str]) -> Finding:
 def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> MutationResult:
     shape = check_shape(ctx.job)
     if shape:
-        return MutationResult(dict(ctx.job), invalid=tuple(shape))
+        # nothing is mutated; the object may not even be a mapping
+        return MutationResult(dict(ctx.job) if isinstance(ctx.job, Mapping) else {}, invalid=tuple(shape))
     job = _working_copy(ctx.job)
     applied: list[str] = []
     warnings: list[str] = []

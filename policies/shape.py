@@ -28,10 +28,30 @@ _TYPE_WORDS = {
 }
 
 
+# The CRD leaves metadata to the API server (``type: object``); these are the ObjectMeta fields
+# rules and mutations read, so they get the same type check as the spec.
+_STRING = {"type": "string"}
+_STRING_MAP = {"type": "object", "additionalProperties": _STRING}
+OBJECT_META = {
+    "type": "object",
+    "properties": {
+        "name": _STRING, "generateName": _STRING, "namespace": _STRING, "uid": _STRING,
+        "resourceVersion": _STRING, "creationTimestamp": _STRING, "deletionTimestamp": _STRING,
+        "generation": {"type": "integer"},
+        "labels": _STRING_MAP, "annotations": _STRING_MAP,
+        "finalizers": {"type": "array", "items": _STRING},
+        "ownerReferences": {"type": "array", "items": {"type": "object"}},
+        "managedFields": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
 @cache
 def mpijob_schema() -> Mapping[str, Any]:
     text = resources.files("policies").joinpath("schema/mpijob-v2beta1.json").read_text()
-    return json.loads(text)
+    schema = json.loads(text)
+    schema["properties"]["metadata"] = OBJECT_META
+    return schema
 
 
 def check_shape(job: Any) -> list[Finding]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from policies.base import RuleContext
+from policies.base import Mutation, Rule, RuleContext
 from policies.cluster import ClusterView
 from policies.engine import MutationResult, Verdict, evaluate, json_patch, mutate
 from policies.jobs import HUB_VERSION
@@ -49,11 +49,13 @@ class Admission:
     cluster: ClusterView
     observers: list[Observer] = field(default_factory=list)
     to_hub: HubConverter = _no_conversion
+    rules: Sequence[Rule] | None = None  # None: every rule of policies.registry
+    mutations: Sequence[Mutation] | None = None  # None: every mutation of policies.registry
 
     # --- validating -------------------------------------------------------------------------
     def validate(self, req: AdmissionRequest) -> dict[str, Any]:
         started = time.perf_counter()
-        response, decision = self._validate(req)
+        response, decision = self._guarded("validate", req, self._validate)
         self._notify(decision, started)
         return response
 
@@ -70,14 +72,14 @@ class Admission:
         if settings is None:
             return self._allow(req, "validate", "exempt")
         old = self._hub_object(req.old_object, req) if req.operation == "UPDATE" else None
-        verdict = evaluate(self._context(req, job, settings, old))
+        verdict = evaluate(self._context(req, job, settings, old), self.rules)
         decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
         return responses.from_verdict(req, verdict), decision
 
     # --- mutating ---------------------------------------------------------------------------
     def mutate(self, req: AdmissionRequest) -> dict[str, Any]:
         started = time.perf_counter()
-        response, decision = self._mutate(req)
+        response, decision = self._guarded("mutate", req, self._mutate)
         self._notify(decision, started)
         return response
 
@@ -92,16 +94,13 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "mutate", "exempt")
-        result = mutate(self._context(req, req.object, settings, None))
+        result = mutate(self._context(req, req.object, settings, None), self.mutations)
         if result.invalid:
             response = responses.deny_findings(req, result.invalid)
             return response, Decision("mutate", req, False, "invalid-shape", mutation=result)
         if result.error is not None:
-            response = responses.deny(
-                req, code=500, reason="InternalError",
-                message=f"the MPIJob could not be prepared and was refused rather than admitted half-done: "
-                        f"{result.error}; retry, and tell the cluster administrator if it persists",
-            )
+            response = responses.failed(req.api_version, req.uid,
+                                        responses.unchecked_message(result.error, mutating=True))
             return response, Decision("mutate", req, False, "error", mutation=result)
         patch = json_patch(req.object, result)
         audit = {"mutated-by": ",".join(result.applied)} if result.applied else None
@@ -109,6 +108,20 @@ class Admission:
         return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))
 
     # --- shared -----------------------------------------------------------------------------
+    @staticmethod
+    def _guarded(endpoint: str, req: AdmissionRequest,
+                 decide: Callable[[AdmissionRequest], tuple[dict[str, Any], Decision]]) -> tuple[dict[str, Any], Decision]:
+        """Whatever fails while deciding (policy lookup, cluster view, conversion, patch) refuses
+        the request: an error never turns into a silent allow."""
+        try:
+            return decide(req)
+        except Exception as exc:  # noqa: BLE001 - refuse, never allow unchecked
+            log.exception("%s of request %s failed", endpoint, req.uid)
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            message = responses.unchecked_message(error, mutating=endpoint == "mutate")
+            return responses.failed(req.api_version, req.uid, message), \
+                Decision(endpoint, req, False, "error")
+
     def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
         if not req.is_mpijob:
             log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",

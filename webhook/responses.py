@@ -15,7 +15,10 @@ from webhook.review import AdmissionRequest
 # The API server truncates a warning over 256 characters and drops all beyond 4096 in total.
 WARNING_MAX = 256
 WARNINGS_TOTAL_MAX = 4096
-_AUDIT_KEY = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_WARNING_PREFIX = re.compile(r"^\s*warning\s*:\s*", re.IGNORECASE)  # kubectl adds its own
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # not printable in the Warning header
+# Keys become ``<webhook name>/<key>``: the key must be the name part of a qualified name.
+_AUDIT_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def review(api_version: str, response: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,23 +49,47 @@ def deny(
     warnings: Iterable[str] = (),
     audit: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    return _denial(req.api_version, req.uid, _status(code, reason, message, details), warnings, audit)
+
+
+def failed(
+    api_version: str,
+    uid: str,
+    message: str,
+    *,
+    warnings: Iterable[str] = (),
+    audit: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Deciding failed: the request is refused, never let through unchecked (Kyverno
+    CVE-2025-46342). HTTP 200 with code 500 in the body, so the API server refuses it whatever
+    the webhook's failurePolicy, and shows the message."""
+    return _denial(api_version, uid, _status(500, "InternalError", message), warnings, audit)
+
+
+def unchecked_message(error: str, *, mutating: bool = False) -> str:
+    done, instead = ("prepared", "admitted half-done") if mutating else ("checked", "admitted unchecked")
+    return (f"the MPIJob could not be {done} and was refused rather than {instead}: {error}; "
+            "retry, and tell the cluster administrator if it persists")
+
+
+def _status(code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
     status: dict[str, Any] = {"status": "Failure", "code": code, "reason": reason, "message": message}
     if details:
         status["details"] = dict(details)
-    response = {"uid": req.uid, "allowed": False, "status": status}
-    return review(req.api_version, _decorate(response, warnings, audit))
+    return status
+
+
+def _denial(api_version: str, uid: str, status: Mapping[str, Any], warnings: Iterable[str],
+            audit: Mapping[str, str] | None) -> dict[str, Any]:
+    response = {"uid": uid, "allowed": False, "status": dict(status)}
+    return review(api_version, _decorate(response, warnings, audit))
 
 
 def from_verdict(req: AdmissionRequest, verdict: Verdict, *, extra_warnings: Iterable[str] = ()) -> dict[str, Any]:
     warnings = [*extra_warnings, *(messages.line(f) for f in verdict.warnings)]
     audit = audit_annotations(verdict)
     if verdict.error is not None:
-        return deny(
-            req, code=500, reason="InternalError",
-            message=f"the MPIJob could not be checked and was refused rather than admitted unchecked: "
-                    f"{verdict.error}; retry, and tell the cluster administrator if it persists",
-            warnings=warnings, audit=audit,
-        )
+        return failed(req.api_version, req.uid, unchecked_message(verdict.error), warnings=warnings, audit=audit)
     if verdict.allowed:
         return allow(req, warnings=warnings, audit=audit)
     return deny_findings(req, verdict.denials, policy=verdict.is_policy_denial, warnings=warnings, audit=audit)
@@ -104,7 +131,9 @@ def limit_warnings(warnings: Iterable[str]) -> list[str]:
     kept: list[str] = []
     total = 0
     for text in warnings:
-        text = re.sub(r"^\s*warning:\s*", "", " ".join(text.split()), flags=re.IGNORECASE)
+        text = _WARNING_PREFIX.sub("", _CONTROL.sub("", " ".join(text.split())))
+        if not text or text in kept:
+            continue
         if len(text) > WARNING_MAX:
             text = text[: WARNING_MAX - 3] + "..."
         if total + len(text) > WARNINGS_TOTAL_MAX:
@@ -123,5 +152,5 @@ def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[
     if limited:
         response["warnings"] = limited
     if audit:
-        response["auditAnnotations"] = {k: v for k, v in audit.items() if _AUDIT_KEY.match(k)}
+        response["auditAnnotations"] = {k: v for k, v in audit.items() if _AUDIT_KEY.fullmatch(k)}
     return response

@@ -8,12 +8,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from policies.base import UserInfo
 
+# controller-runtime's cap: no real AdmissionReview or ConversionReview comes near it.
+MAX_BODY_BYTES = 7 * 1024 * 1024
+TOO_LARGE = f"request body is larger than {MAX_BODY_BYTES // 2**20} MiB ({MAX_BODY_BYTES} bytes); an AdmissionReview never is"
 ADMISSION_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+# A real AdmissionReview nests about 20 levels (pod template, managedFields); anything deeper
+# than this is refused before code that recurses over the object sees it.
+MAX_NESTING = 100
+_TOO_DEEP = f"request body nests objects and lists more than {MAX_NESTING} levels deep; an AdmissionReview never does"
 # The API server adds five random characters to generateName; the name rule checks the longest.
 GENERATED_SUFFIX = "xxxxx"
 
@@ -50,17 +57,77 @@ class AdmissionRequest:
         return self.group == "kubeflow.org" and self.kind == "MPIJob"
 
 
+def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, refused (413) as soon as it is known to be longer than ``limit``: by
+    its Content-Length before anything is read, or, for a body of unknown length (chunked), at
+    byte ``limit + 1``: an endless body is never buffered beyond the limit."""
+    if declared_length is not None and declared_length > limit:
+        raise BadReview(413, TOO_LARGE)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(min(64 * 1024, limit + 1 - size)):
+        size += len(chunk)
+        if size > limit:
+            raise BadReview(413, TOO_LARGE)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_json(body: bytes) -> Any:
     if not body:
         raise BadReview(400, "empty request body: expected an AdmissionReview JSON document")
     try:
-        return json.loads(body)
+        doc = json.loads(body, parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:
         raise BadReview(400, f"request body is not UTF-8 text: {exc.reason}") from None
     except json.JSONDecodeError as exc:
-        raise BadReview(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise BadReview(400, _json_problem(exc)) from None
     except RecursionError:
-        raise BadReview(400, "request body is nested too deeply to be an AdmissionReview") from None
+        raise BadReview(400, _TOO_DEEP) from None
+    except ValueError as exc:  # a number too long to convert, NaN or Infinity
+        raise BadReview(400, f"request body is not valid JSON: {str(exc).split(';')[0]}") from None
+    if _nested_deeper_than(doc, MAX_NESTING):
+        raise BadReview(400, _TOO_DEEP)
+    return doc
+
+
+def _json_problem(exc: json.JSONDecodeError) -> str:
+    where = f"line {exc.lineno} column {exc.colno}"
+    if exc.msg.startswith("Unterminated string"):
+        return f"request body is truncated: the string that starts at {where} never ends"
+    if exc.pos >= len(exc.doc.rstrip()):
+        return f"request body is truncated: the JSON document ends at {where} before it is complete"
+    return f"request body is not valid JSON: {exc.msg} at {where}"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _nested_deeper_than(doc: Any, limit: int) -> bool:
+    """Without recursion, so that any depth is answered rather than crashing the checker."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def identify(doc: Any) -> tuple[str, str] | None:
+    """(apiVersion to answer in, uid) of a decoded AdmissionReview, as far as it can be told;
+    None when the document does not carry a uid."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("request"), Mapping):
+        return None
+    uid = doc["request"].get("uid")
+    if not isinstance(uid, str) or not uid:
+        return None
+    api_version = doc.get("apiVersion")
+    return (api_version if api_version in ADMISSION_VERSIONS else ADMISSION_VERSIONS[0]), uid
 
 
 def parse_admission_review(doc: Any) -> AdmissionRequest:
@@ -68,9 +135,10 @@ def parse_admission_review(doc: Any) -> AdmissionRequest:
         raise BadReview(400, "expected a JSON object of kind AdmissionReview")
     api_version = doc.get("apiVersion")
     if doc.get("kind") != "AdmissionReview":
-        raise BadReview(400, f"expected kind AdmissionReview, got {doc.get('kind')!r}")
+        raise BadReview(400, f"expected kind AdmissionReview, got {_given(doc.get('kind'), 'no kind')}")
     if api_version not in ADMISSION_VERSIONS:
-        raise BadReview(400, f"unsupported AdmissionReview apiVersion {api_version!r}; supported: {', '.join(ADMISSION_VERSIONS)}")
+        raise BadReview(400, f"unsupported AdmissionReview apiVersion {_given(api_version, '(none given)')}; "
+                             f"supported: {', '.join(ADMISSION_VERSIONS)}")
     request = doc.get("request")
     if not isinstance(request, Mapping):
         raise BadReview(400, "AdmissionReview has no request object")
@@ -79,7 +147,7 @@ def parse_admission_review(doc: Any) -> AdmissionRequest:
         raise BadReview(400, "AdmissionReview request has no uid")
     operation = request.get("operation")
     if operation not in OPERATIONS:
-        raise BadReview(400, f"request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
+        raise BadReview(400, f"request.operation {_given(operation, '(none given)')} is not one of {', '.join(OPERATIONS)}")
     kind = _mapping(request, "kind", required=True)
     request_kind = _mapping(request, "requestKind") or kind
     obj = request.get("object")
@@ -112,6 +180,10 @@ def _mapping(request: Mapping[str, Any], key: str, *, required: bool = False) ->
     if not isinstance(value, Mapping):
         raise BadReview(400, f"request.{key} must be an object with group, version and kind")
     return value
+
+
+def _given(value: Any, missing: str) -> str:
+    return missing if value is None else repr(value)[:100]
 
 
 def _str(value: Any) -> str:

@@ -1,16 +1,19 @@
 """HTTP: parse, decide, reply. No policy logic lives here."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response, current_app, json, request
-from werkzeug.exceptions import HTTPException
+from flask import Blueprint, Response, current_app, g, json, request
+from werkzeug.exceptions import ClientDisconnected, HTTPException
+from werkzeug.wsgi import get_input_stream
 
-from webhook import metrics
-from webhook.review import BadReview, parse_admission_review, read_json
+from webhook import metrics, responses
+from webhook.review import TOO_LARGE, BadReview, identify, parse_admission_review, read_body, read_json
 from webhook.runtime import Runtime
 
+log = logging.getLogger(__name__)
 routes = Blueprint("routes", __name__)
 
 
@@ -30,12 +33,26 @@ def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
 def _read_body() -> Any:
     content_type = (request.mimetype or "").lower()
     if content_type != "application/json":
-        raise BadReview(415, f"Content-Type must be application/json, got {request.content_type or 'none'!r}")
-    return read_json(request.get_data(cache=False))
+        got = repr(request.content_type) if request.content_type else "no Content-Type"
+        raise BadReview(415, f"Content-Type must be application/json, got {got}")
+    # Not request.stream: werkzeug's own limit silently truncates a body longer than it.
+    stream = get_input_stream(request.environ, max_content_length=None)
+    try:
+        body = read_body(stream, request.content_length)
+    except ClientDisconnected:
+        raise BadReview(400, f"request body ended before the {request.content_length} bytes its Content-Length "
+                             "announced: the client stalled or went away") from None
+    except OSError as exc:  # the client stalled or went away (webhook.connections)
+        raise BadReview(408, f"request body did not arrive: {exc}") from None
+    g.review = read_json(body)  # for unexpected_error(): answer for this uid if anything fails
+    return g.review
 
 
 def _admission(handle: Callable[[Runtime, Any], dict[str, Any]]) -> Response:
     return _json(handle(runtime(), parse_admission_review(_read_body())))
+
+
+ADMISSION_PATHS = ("/validate", "/mutate")
 
 
 @routes.post("/validate")
@@ -68,7 +85,7 @@ def metrics_endpoint() -> Response:
 @routes.app_errorhandler(BadReview)
 def bad_review(exc: BadReview) -> Response:
     metrics.record_bad_request(request.path.lstrip("/"), exc.status)
-    reasons = {400: "BadRequest", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
+    reasons = {400: "BadRequest", 408: "Timeout", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
     return _json(status_body(exc.status, reasons.get(exc.status, "BadRequest"), exc.message), exc.status)
 
 
@@ -77,5 +94,20 @@ def http_error(exc: HTTPException) -> Response:
     code = exc.code or 500
     message = exc.description or exc.name
     if code == 413:
-        message = f"request body is larger than {current_app.config['MAX_CONTENT_LENGTH']} bytes; an AdmissionReview never is"
+        message = TOO_LARGE
     return _json(status_body(code, exc.name.replace(" ", ""), message), code)
+
+
+@routes.app_errorhandler(Exception)
+def unexpected_error(exc: Exception) -> Response:
+    """The last line: no failure outside the rules becomes an HTML page or a silent allow. An
+    admission request whose uid is known is refused in an AdmissionReview (code 500 in the body);
+    anything else gets a metav1.Status."""
+    log.exception("%s %s failed", request.method, request.path)
+    error = f"{type(exc).__name__}: {exc}"[:300]
+    known = identify(g.get("review")) if request.path in ADMISSION_PATHS else None
+    if known:
+        api_version, uid = known
+        return _json(responses.failed(api_version, uid, responses.unchecked_message(
+            f"internal error in the webhook ({error})", mutating=request.path == "/mutate")))
+    return _json(status_body(500, "InternalError", f"internal error in the webhook: {error}"), 500)
