@@ -2,6 +2,7 @@
 ``kubernetes`` client, and the cluster-aware rules reading them through /validate."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from collections.abc import Callable, Iterator
@@ -289,3 +290,22 @@ def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: Clust
     api.come_back()
     eventually(lambda: caches.available)
     assert validate(caches, gpu_job(workers=20))["allowed"] is False
+
+
+# --- the real server ----------------------------------------------------------------------
+
+def test_serve_with_kubeconfig_end_to_end(api: KubeAPI, tmp_path: Path):
+    """gunicorn over TLS reading the cluster through --kubeconfig: ready once the first lists are
+    in (the not-ready phase is covered in-process above), then a job over quota is refused."""
+    from tests.tls_server import serving
+
+    api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    with serving(tmp_path / "server", "--dev", "--kubeconfig", str(kubeconfig), "--workers", "1",
+                 "--threads", "4", "--no-audit-log") as server:
+        eventually(lambda: server.request("GET", "/readyz")[0] == 200, timeout=15)
+        readiness = json.loads(server.request("GET", "/readyz")[1])
+        assert readiness["checks"]["cluster"]["detail"].startswith("cluster state cached: 1 resourcequotas")
+        response = server.review("/validate", admission_review(gpu_job(workers=20)))
+        assert response["allowed"] is False and response["status"]["code"] == 403
+        assert "requested 40 (20 workers × 2), hard 32, used 24, available 8" in response["status"]["message"]
