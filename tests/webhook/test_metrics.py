@@ -1,0 +1,161 @@
+"""Metrics: exact values after a known sequence of requests, read back from the exposition
+text, and the hooks other parts of the server call."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
+
+from certs import authority
+from tests.builders import admission_review, mpijob
+from tests.conftest import ROOT
+from webhook import create_app, metrics
+from webhook.bootstrap import ServeOptions, build_runtime
+
+Sample = tuple[str, frozenset[tuple[str, str]]]
+
+
+def parse(text: str) -> dict[Sample, float]:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+class Scraper:
+    def __init__(self, client) -> None:
+        self.client = client
+        self.before = self.scrape()
+
+    def scrape(self) -> dict[Sample, float]:
+        answer = self.client.get("/metrics")
+        assert answer.status_code == 200
+        assert answer.content_type.startswith("text/plain; version=0.0.4")
+        return parse(answer.get_data(as_text=True))
+
+    def delta(self, now: dict[Sample, float], name: str, **labels: str) -> float:
+        key = (name, frozenset(labels.items()))
+        return now.get(key, 0.0) - self.before.get(key, 0.0)
+
+
+@pytest.fixture
+def app():
+    return create_app(build_runtime(ServeOptions(audit_log=False)))
+
+
+def test_metrics_after_a_known_sequence_of_requests(app):
+    client = app.test_client()
+    scraper = Scraper(client)
+    post = lambda path, review: client.post(path, json=review)  # noqa: E731
+    post("/validate", admission_review(mpijob()))
+    post("/validate", admission_review(mpijob(), dry_run=True))
+    post("/validate", admission_review(mpijob(slots=9)))
+    mutated = post("/mutate", admission_review(mpijob())).get_json()["response"]
+    client.post("/validate", data=b"{not json", headers={"Content-Type": "application/json"})
+    now = scraper.scrape()
+
+    requests = "mpijob_webhook_requests_total"
+    assert scraper.delta(now, requests, endpoint="validate", operation="CREATE", decision="allowed", dry_run="false") == 1
+    assert scraper.delta(now, requests, endpoint="validate", operation="CREATE", decision="allowed", dry_run="true") == 1
+    assert scraper.delta(now, requests, endpoint="validate", operation="CREATE", decision="denied", dry_run="false") == 1
+    assert scraper.delta(now, requests, endpoint="mutate", operation="CREATE", decision="allowed", dry_run="false") == 1
+    assert scraper.delta(now, "mpijob_webhook_bad_requests_total", endpoint="validate", code="400") == 1
+
+    duration = "mpijob_webhook_request_duration_seconds"
+    assert scraper.delta(now, f"{duration}_count", endpoint="validate") == 3
+    assert scraper.delta(now, f"{duration}_bucket", endpoint="validate", le="10.0") == 3
+    assert scraper.delta(now, f"{duration}_count", endpoint="mutate") == 1
+
+    findings = "mpijob_webhook_findings_total"
+    assert scraper.delta(now, findings, rule="slots-per-worker", action="deny", dry_run="false") == 1
+    # Without a cluster, the skipped cluster rules are one warning per checked request.
+    assert scraper.delta(now, findings, rule="cluster-state", action="warn", dry_run="false") == 2
+    assert scraper.delta(now, findings, rule="cluster-state", action="warn", dry_run="true") == 1
+
+    applied = mutated["auditAnnotations"]["mutated-by"].split(",")
+    assert applied
+    for mutation in applied:
+        assert scraper.delta(now, "mpijob_webhook_mutations_total", mutation=mutation) == 1
+
+
+def test_the_duration_buckets_run_from_1_ms_to_10_s(app):
+    client = app.test_client()
+    client.post("/validate", json=admission_review(mpijob()))
+    buckets = sorted(float(dict(key[1])["le"]) for key in Scraper(client).before
+                     if key[0] == "mpijob_webhook_request_duration_seconds_bucket"
+                     and dict(key[1])["endpoint"] == "validate")
+    assert buckets == [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf")]
+
+
+def test_conversions_are_counted_by_versions_and_result(app):
+    scraper = Scraper(app.test_client())
+    metrics.record_conversion("v1alpha1", "v2beta1", "success")
+    metrics.record_conversion("v1alpha1", "v2beta1", "success")
+    metrics.record_conversion("v2beta1", "v1", "failed")
+    now = scraper.scrape()
+    name = "mpijob_webhook_conversions_total"
+    assert scraper.delta(now, name, from_version="v1alpha1", to_version="v2beta1", result="success") == 2
+    assert scraper.delta(now, name, from_version="v2beta1", to_version="v1", result="failed") == 1
+    with pytest.raises(ValueError, match="conversion result must be one of"):
+        metrics.record_conversion("v1", "v2beta1", "ok")
+
+
+def test_cache_sync_is_shown_as_a_time_and_an_age(app):
+    synced = time.time() - 30
+    metrics.record_cache_sync("resourcequotas", synced)
+    now = Scraper(app.test_client()).before
+    key = frozenset({("cache", "resourcequotas")})
+    assert now[("mpijob_webhook_cache_last_sync_timestamp_seconds", key)] == pytest.approx(synced)
+    assert 30 <= now[("mpijob_webhook_cache_last_sync_age_seconds", key)] < 40
+
+
+def test_policy_reloads_are_counted_with_the_last_success(app):
+    scraper = Scraper(app.test_client())
+    metrics.record_policy_reload("invalid")
+    assert scraper.scrape()[("mpijob_webhook_policy_last_reload_successful", frozenset())] == 0
+    metrics.record_policy_reload("success", loaded_at=1_700_000_000.0)
+    now = scraper.scrape()
+    assert scraper.delta(now, "mpijob_webhook_policy_reloads_total", result="invalid") == 1
+    assert scraper.delta(now, "mpijob_webhook_policy_reloads_total", result="success") == 1
+    assert now[("mpijob_webhook_policy_last_reload_successful", frozenset())] == 1
+    assert now[("mpijob_webhook_policy_last_reload_success_timestamp_seconds", frozenset())] == 1_700_000_000.0
+
+
+def test_the_serving_certificate_expiry_is_read_from_the_file(tmp_path):
+    bundle = authority.dev_bundle(tmp_path)
+    expected = x509.load_pem_x509_certificate(bundle.cert_file.read_bytes()).not_valid_after_utc.timestamp()
+    app = create_app(build_runtime(ServeOptions(audit_log=False, cert_file=bundle.cert_file)))
+    now = Scraper(app.test_client()).before
+    assert now[("mpijob_webhook_serving_certificate_expiration_timestamp_seconds", frozenset())] == expected
+
+
+SERVE_SET_UP = """
+import os, sys
+from webhook.cli import build_parser
+import webhook.bootstrap, webhook.routes
+build_parser()
+print('prometheus_client' in sys.modules)
+from webhook import metrics
+directory = metrics.prepare_multiprocess_dir(sys.argv[1])
+metrics.record_conversion('v1', 'v2beta1', 'success')
+print(os.environ['PROMETHEUS_MULTIPROC_DIR'] == str(directory), sorted({p.name.split('_')[0] for p in directory.iterdir()}))
+"""
+
+
+def test_serve_sets_up_multiprocess_mode_before_prometheus_client_is_imported(tmp_path):
+    # prometheus_client picks in-process or shared-file storage when it is first imported, so
+    # nothing the CLI imports may import it; serve then empties the directory of an earlier run.
+    stale = tmp_path / "counter_123.db"
+    stale.write_bytes(b"old")
+    run = subprocess.run([sys.executable, "-c", SERVE_SET_UP, str(tmp_path)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert run.stdout.splitlines() == ["False", "True ['counter', 'gauge']"], run.stderr
+    assert not stale.exists()
+
+
+def test_prepare_multiprocess_dir_refuses_once_metrics_exist(app):
+    app.test_client().get("/metrics")
+    with pytest.raises(RuntimeError, match="before any metric is recorded"):
+        metrics.prepare_multiprocess_dir()
