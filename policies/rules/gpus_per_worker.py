@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import LAUNCHER, WORKER, all_containers, replica_path, replica_spec, spec
+from policies.jobs import LAUNCHER, WORKER, all_containers, replica_spec, spec
 from policies.messages import plural
 from policies.quantities import BadQuantity, is_extended, is_gpu, quantity
 from policies.resources import ContainerResources, PodResources, ResourceProblem, pod_resources, pod_totals
