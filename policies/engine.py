@@ -149,7 +149,29 @@ def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict
     only what changed. Empty when no mutation changed anything (the diff is not even run)."""
     if not result.applied:
         return []
-    return jsonpatch.make_patch(original, result.job).patch
+    return _in_path_order(original, jsonpatch.make_patch(original, result.job).patch)
+
+
+def _in_path_order(original: Any, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """make_patch visits dict keys as a set, so its order follows the process's string hash seed
+    and differs between server processes. When every operation sets or removes one key of a map
+    the request already has, the operations are independent: sorted by path, the patch is the
+    same everywhere. Edits of lists (where order matters) keep jsonpatch's order."""
+    keyed = []
+    for op in patch:
+        parts = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
+        if op["op"] not in ("add", "replace", "remove") or not parts or not _is_map_path(original, parts[:-1]):
+            return patch
+        keyed.append((parts, op))
+    return [op for _, op in sorted(keyed, key=lambda item: item[0])]
+
+
+def _is_map_path(node: Any, parts: list[str]) -> bool:
+    for part in parts:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, Mapping)
 
 
 def _working_copy(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 from typing import Any
 
 import jsonpatch
@@ -19,7 +22,7 @@ from policies.engine import json_patch, mutate
 from policies.policy import Policy
 from policies.settings import MutationConfig, Settings
 from tests.builders import admission_review, context, mpijob
-from tests.conftest import captured_reviews, upstream_v2beta1_jobs
+from tests.conftest import ROOT, captured_reviews, upstream_v2beta1_jobs
 from tests.crd import as_api_server_sends, schema_errors
 from tests.mutation_cases import CAPPED, INJECT, QUEUE, Case, cases
 from webhook.admission import Admission
@@ -246,3 +249,57 @@ def test_patch_escapes_tilde_and_slash():
     patch = json_patch(job, result)
     assert patch == [{"op": "add", "path": "/metadata/labels/example.com~1a~0b", "value": "v"}]
     assert jsonpatch.apply_patch(job, patch)["metadata"]["labels"] == {"app": "x", "example.com/a~b": "v"}
+
+
+# Imports only what the patch needs, so each interpreter starts in a fraction of a second.
+PATCH_OF_RECORDED_CREATE = """
+import json, sys
+from policies.base import RuleContext
+from policies.cluster import NO_CLUSTER
+from policies.engine import json_patch, mutate
+from policies.mutations.istio_sidecar_off import IstioSidecarOff
+from policies.mutations.restricted_service_account import RestrictedServiceAccount
+from policies.settings import MutationConfig, Settings
+mutations = [IstioSidecarOff(), RestrictedServiceAccount()]
+settings = Settings({}, {m.id: MutationConfig(True, m.Params()) for m in mutations})
+job = json.load(sys.stdin)["request"]["object"]
+ctx = RuleContext("CREATE", job, "team-a", "pi", settings, NO_CLUSTER)
+print(json.dumps(json_patch(job, mutate(ctx, mutations))))
+"""
+# Without the ordering, these two seeds give the operations in different orders.
+HASH_SEEDS = ("2", "3")
+
+
+def test_patch_is_the_same_in_every_server_process():
+    """Every gunicorn worker has its own string hash seed; the patch must not depend on it."""
+    review = json.dumps(captured_reviews()["02-create-mutating.request.json"])
+    patches = [
+        subprocess.run([sys.executable, "-c", PATCH_OF_RECORDED_CREATE], input=review, cwd=ROOT, check=True,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in HASH_SEEDS
+    ]
+    assert patches[0] == patches[1]
+    assert [op["path"] for op in json.loads(patches[0])] == sorted(op["path"] for op in json.loads(patches[0]))
+
+
+class _ListEdit:
+    """Edits a list and a map at once: list operations depend on their order."""
+
+    id = "list-edit"
+    Params = NoParams
+    enabled_by_default = True
+
+    def apply(self, job: dict[str, Any], ctx: Any) -> Mutated:
+        container = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        container["args"] = ["-f", "/etc/sshd", *container["args"][1:], "-x", "-y"]
+        job["metadata"]["labels"] = {"edited": "yes"}
+        return Mutated(changed=True)
+
+
+def test_patch_with_list_edits_keeps_an_order_that_applies():
+    mutation = _ListEdit()
+    settings = Settings(DEFAULTS.rules, {**DEFAULTS.mutations, mutation.id: MutationConfig(True, NoParams())})
+    job = mpijob()
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] = ["-De", "-a", "-b"]
+    result = mutate(context(job, settings=settings), mutations=[mutation])
+    assert jsonpatch.apply_patch(job, json_patch(job, result)) == result.job
