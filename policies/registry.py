@@ -5,6 +5,7 @@ from policies.base import Mutation, Rule
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
 from policies.mutations.kueue_queue_label import KueueQueueLabel
 from policies.mutations.restricted_service_account import RestrictedServiceAccount
+from policies.rules.conversion_problem import ConversionProblem
 from policies.rules.gpus_per_worker import GpusPerWorker
 from policies.rules.image_reference import ImageReference
 from policies.rules.job_name import JobName
@@ -22,6 +23,7 @@ from policies.rules.worker_count import WorkerCount
 RULES: tuple[Rule, ...] = (
     # the spec as written, top to bottom: name, structure, counts, MPI wiring, lifecycle, pods
     JobName(),
+    ConversionProblem(),
     ReplicaSpec(),
     Launcher(),
     WorkerCount(),

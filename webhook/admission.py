@@ -10,11 +10,14 @@ from typing import Any
 
 from policies.base import Mutation, Rule, RuleContext
 from policies.cluster import ClusterView
+from policies.conversion import advisory
 from policies.engine import MutationResult, Verdict, evaluate, json_patch, mutate
 from policies.jobs import HUB_VERSION
 from policies.policy import Policy
 from policies.settings import Settings
+from policies.structural import as_admitted
 from webhook import responses
+from webhook.conversion_review import hub_converter
 from webhook.review import AdmissionRequest
 
 log = logging.getLogger(__name__)
@@ -35,12 +38,8 @@ class Decision:
 
 
 Observer = Callable[[Decision], None]
-# Turns an MPIJob of another apiVersion into its v2beta1 form; None when it cannot (yet).
+# Turns an MPIJob of another apiVersion into its v2beta1 form; None when it cannot.
 HubConverter = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
-
-
-def _no_conversion(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return None
 
 
 @dataclass
@@ -48,7 +47,7 @@ class Admission:
     policy: Callable[[], Policy]
     cluster: ClusterView
     observers: list[Observer] = field(default_factory=list)
-    to_hub: HubConverter = _no_conversion
+    to_hub: HubConverter = hub_converter()  # the conversion webhook's own converter
     rules: Sequence[Rule] | None = None  # None: every rule of policies.registry
     mutations: Sequence[Mutation] | None = None  # None: every mutation of policies.registry
 
@@ -74,7 +73,7 @@ class Admission:
         old = self._hub_object(req.old_object, req) if req.operation == "UPDATE" else None
         verdict = evaluate(self._context(req, job, settings, old), self.rules)
         decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
-        return responses.from_verdict(req, verdict), decision
+        return responses.from_verdict(req, verdict, extra_warnings=self._conversion_warnings(req)), decision
 
     # --- mutating ---------------------------------------------------------------------------
     def mutate(self, req: AdmissionRequest) -> dict[str, Any]:
@@ -90,6 +89,11 @@ class Admission:
         if req.operation != "CREATE":
             return self._allow(req, "mutate", "skipped-operation")
         if req.version != HUB_VERSION:
+            # A patch must be in the version of the object the API server sent, and our
+            # mutations are written for v2beta1: patching a converted copy and translating the
+            # patch back is not sound (v1alpha1 has no launcher template to add a label to).
+            # Registered for v2beta1 with matchPolicy Equivalent, this webhook gets v2beta1
+            # objects converted from any version, and those it mutates.
             return self._allow(req, "mutate", "older-version")
         settings = self._settings(req)
         if settings is None:
@@ -136,10 +140,31 @@ class Admission:
         return responses.allow(req, warnings=warnings or ()), Decision(endpoint, req, True, reason)
 
     def _hub_object(self, obj: Any, req: AdmissionRequest) -> Any:
-        """The object in v2beta1 form, or None when it is of an older version we cannot convert."""
-        if req.version == HUB_VERSION or not isinstance(obj, Mapping):
+        """The object in v2beta1 form, as the API server will store it; None when it is of an
+        older version we cannot convert.
+
+        A converted object (by us, or by the API server for a webhook registered with
+        matchPolicy Equivalent) is neither pruned nor defaulted, and may carry fields of the
+        version it was written in (``spec.replicas`` of v1alpha1): the rules judge the object
+        that will be stored, as they do for objects written in v2beta1."""
+        if not isinstance(obj, Mapping):
             return obj
-        return self.to_hub(obj)
+        if req.version == HUB_VERSION:
+            converted = req.request_version not in ("", HUB_VERSION)
+            return as_admitted(obj)[0] if converted else obj
+        hub = self.to_hub(obj)
+        return None if hub is None else as_admitted(hub)[0]
+
+    @staticmethod
+    def _conversion_warnings(req: AdmissionRequest) -> list[str]:
+        """A job written in an older version is checked as v2beta1; on create, say so (the field
+        paths are v2beta1's) and what the user must know before it runs."""
+        written = req.request_version or req.version
+        if written == HUB_VERSION or req.operation != "CREATE":
+            return []
+        note = f"checked as kubeflow.org/{HUB_VERSION} (converted from kubeflow.org/{written}); field paths refer to that form"
+        extra = advisory(f"kubeflow.org/{written}")
+        return [note, extra] if extra else [note]
 
     @staticmethod
     def _older_version_warning(req: AdmissionRequest) -> str:

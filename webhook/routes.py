@@ -10,6 +10,7 @@ from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_input_stream
 
 from webhook import metrics, responses
+from webhook.conversion_review import parse_conversion_review
 from webhook.review import TOO_LARGE, BadReview, identify, parse_admission_review, read_body, read_json
 from webhook.runtime import Runtime
 
@@ -63,6 +64,11 @@ def validate() -> Response:
 @routes.post("/mutate")
 def mutate() -> Response:
     return _admission(lambda rt, req: rt.admission.mutate(req))
+
+
+@routes.post("/convert")
+def convert() -> Response:
+    return _json(runtime().conversion.review(parse_conversion_review(_read_body())))
 
 
 @routes.get("/healthz")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from policies.cluster import NO_CLUSTER, ClusterView
 from policies.policy import Policy
 from webhook.admission import Admission
+from webhook.conversion_review import ConversionWebhook
 
 # A readiness check answers (ready, detail); detail is shown on /readyz.
 ReadinessCheck = Callable[[], tuple[bool, str]]
@@ -16,6 +17,7 @@ ReadinessCheck = Callable[[], tuple[bool, str]]
 @dataclass
 class Runtime:
     admission: Admission
+    conversion: ConversionWebhook = field(default_factory=ConversionWebhook)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
 
     def readiness(self) -> tuple[bool, dict[str, dict[str, object]]]:
