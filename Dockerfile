@@ -33,8 +33,7 @@ RUN python3.11 -m venv /opt/mpijob-webhook \
 # --- runtime: the Python interpreter and the virtual environment, nothing else --------------
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="mpijob-webhook" \
-      org.opencontainers.image.description="Admission, mutation and conversion webhook for Kubeflow MPIJobs" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.description="Admission, mutation and conversion webhook for Kubeflow MPIJobs"
 RUN microdnf install -y --nodocs --setopt=install_weak_deps=0 python3.11 \
     && microdnf clean all \
     && rm -rf /var/cache/yum /var/lib/dnf
