@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonpatch
@@ -13,10 +14,27 @@ import pytest
 from tests.builders import admission_review, mpijob
 from tests.conftest import captured_reviews, upstream_v2beta1_jobs
 from tests.crd import as_api_server_sends, schema_errors
-from tests.tls_server import TlsServer
+from tests.tls_server import TlsServer, serving
 
 INJECT = "sidecar.istio.io/inject"
+QUEUE = "kueue.x-k8s.io/queue-name"
 OFF = {"labels": {INJECT: "false"}, "annotations": {INJECT: "false"}}
+POLICY = """\
+apiVersion: mpijob-webhook/v1
+kind: Policy
+mutations:
+  kueue-queue-label: {params: {queues: {team-a: team-a-queue}, defaultQueue: shared}}
+  restricted-service-account: {params: {serviceAccount: mpi-restricted}}
+"""
+
+
+@pytest.fixture(scope="module")
+def configured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
+    directory = tmp_path_factory.mktemp("configured-mutations")
+    policy = directory / "policy.yaml"
+    policy.write_text(POLICY)
+    with serving(directory, "--dev", "--workers", "1", "--threads", "2", "--policy-file", str(policy)) as server:
+        yield server
 
 
 def patch_of(response: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -104,3 +122,27 @@ def test_recorded_dry_run_gets_the_same_patch_as_the_real_create(dev_server: Tls
 def test_update_gets_no_patch_over_the_wire(dev_server: TlsServer):
     response = dev_server.review("/mutate", admission_review(mpijob(), operation="UPDATE", old=mpijob()))
     assert response == {"uid": response["uid"], "allowed": True}
+
+
+@pytest.mark.parametrize(("namespace", "queue"), [("team-a", "team-a-queue"), ("team-b", "shared")])
+def test_configured_queue_and_service_account(configured_server: TlsServer, namespace: str, queue: str):
+    job = as_api_server_sends(upstream_v2beta1_jobs()["pi.yaml"])
+    mutated = configured_server.review("/mutate", admission_review(job, namespace=namespace))
+    patched = jsonpatch.apply_patch(job, patch_of(mutated))
+    assert patched["metadata"]["labels"] == {QUEUE: queue}
+    for replica in patched["spec"]["mpiReplicaSpecs"].values():
+        assert replica["template"]["spec"]["serviceAccountName"] == "mpi-restricted"
+        assert replica["template"]["spec"]["automountServiceAccountToken"] is False
+    assert mutated["auditAnnotations"] == {
+        "mutated-by": "istio-sidecar-off,kueue-queue-label,restricted-service-account"}
+    stored = as_api_server_sends(patched)
+    assert patch_of(configured_server.review("/mutate", admission_review(stored, namespace=namespace))) is None
+    validated = configured_server.review("/validate", admission_review(stored, namespace=namespace))
+    assert validated["allowed"] is True, validated.get("status")
+
+
+def test_an_existing_queue_label_is_kept(configured_server: TlsServer):
+    job = as_api_server_sends(upstream_v2beta1_jobs()["pi.yaml"])
+    job["metadata"]["labels"] = {QUEUE: "users-queue"}
+    mutated = configured_server.review("/mutate", admission_review(job))
+    assert all("/metadata/labels" not in op["path"] for op in patch_of(mutated))
