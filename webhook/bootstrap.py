@@ -8,6 +8,7 @@ from pathlib import Path
 
 from webhook import cluster, metrics, policy_source
 from webhook.audit import AuditLog
+from webhook.connections import DEFAULT_CLIENT_SECONDS
 from webhook.runtime import Runtime, default_runtime
 
 
@@ -20,6 +21,8 @@ class ServeOptions:
     dev: bool = False
     workers: int = 2
     threads: int = 8
+    # How long a client may take to send one request (see webhook.connections).
+    client_timeout: float = DEFAULT_CLIENT_SECONDS
     # The admin's policy file (None: the built-in defaults), and how often it is checked for edits.
     policy_file: Path | None = None
     policy_check_seconds: float = 2.0

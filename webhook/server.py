@@ -2,6 +2,7 @@
 its connections alive and reuses them), bounded request sizes and timeouts."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from webhook.bootstrap import ServeOptions
+from webhook.connections import bounded_clients
 from webhook.tls import log_serving_certificate, reloading_ssl_context
 
 
@@ -17,10 +19,12 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         "bind": f"[{options.host}]:{options.port}" if ":" in options.host else f"{options.host}:{options.port}",
         "certfile": str(options.cert_file),
         "keyfile": str(options.key_file),
-        # Renewed certificates (Secret volume updates) are served without a restart.
-        "ssl_context": reloading_ssl_context(),
         "on_starting": log_serving_certificate,
-        "worker_class": "gthread",
+        # gthread, with slow and idle clients bounded (webhook.connections); renewed certificates
+        # (Secret volume updates) are served without a restart.
+        **bounded_clients(options.client_timeout, reloading_ssl_context()),
+        # HTTP/2 would hold a thread for a connection's whole life.
+        "http_protocols": "h1",
         "workers": options.workers,
         "threads": options.threads,
         # A worker that does not answer its arbiter for this long is replaced.
@@ -38,6 +42,9 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         # gunicornc's control socket: nothing in a pod uses it, it would need a writable $HOME
         # (the root filesystem is read-only) and servers of one user would share its path.
         "control_socket_disable": True,
+        # The workers' heartbeat files: a tmpfs, so a read-only root filesystem works and a busy
+        # disk cannot stall the heartbeat.
+        "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
     }
 
 

@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--key-file", type=Path, help="private key (PEM) of --cert-file")
     parser.add_argument("--workers", type=int, default=ServeOptions.workers, help="worker processes (default %(default)s)")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads, help="threads per worker (default %(default)s)")
+    parser.add_argument("--client-timeout", type=float, default=ServeOptions.client_timeout, metavar="SECONDS",
+                        help="seconds a client may take to send one request, TLS handshake included; slower "
+                             "or silent clients are disconnected (default %(default)s)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -47,8 +50,9 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The parsed command line as ServeOptions; commands that extend serve add their flags here."""
     return ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
                         dev=args.dev, workers=args.workers, threads=args.threads,
-                        policy_file=args.policy_file, policy_check_seconds=args.policy_check_interval,
-                        audit_log=args.audit_log, kubeconfig=args.kubeconfig)
+                        client_timeout=args.client_timeout, policy_file=args.policy_file,
+                        policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
+                        kubeconfig=args.kubeconfig)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--workers and --threads must be at least 1")
     if not args.policy_check_interval > 0:
         args.parser.error("--policy-check-interval must be a positive number of seconds")
+    if not args.client_timeout > 0:
+        args.parser.error("--client-timeout must be a positive number of seconds")
     if args.dev:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file

@@ -1,0 +1,59 @@
+"""The gunicorn configuration `serve` runs with, read back from gunicorn's own Config."""
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+from gunicorn.workers.gthread import ThreadWorker
+
+from certs import authority
+from webhook.bootstrap import ServeOptions
+from webhook.cli import main
+from webhook.connections import BoundedClientSocket
+from webhook.server import WebhookServer, gunicorn_options
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory):
+    bundle = authority.dev_bundle(tmp_path_factory.mktemp("server-config"))
+    options = ServeOptions(host="::", port=9443, cert_file=bundle.cert_file, key_file=bundle.key_file,
+                           workers=3, threads=5, client_timeout=4.5)
+    return WebhookServer(lambda: None, gunicorn_options(options)).cfg
+
+
+def test_tls_threaded_workers_on_the_given_address(config):
+    assert config.bind == ["[::]:9443"]
+    assert config.is_ssl
+    assert (config.workers, config.threads) == (3, 5)
+    assert issubclass(config.worker_class, ThreadWorker)
+    assert config.http_protocols == ["h1"]  # HTTP/2 would hold a thread per connection
+
+
+def test_slow_and_idle_clients_are_bounded_by_the_client_timeout(config):
+    assert config.worker_class.idle_seconds == 4.5
+    context = config.ssl_context(config, lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
+    assert issubclass(context.sslsocket_class, BoundedClientSocket)
+    assert context.sslsocket_class.request_seconds == 4.5
+
+
+def test_nothing_is_written_outside_a_tmpfs(config):
+    assert config.control_socket_disable is True  # gunicornc's socket would need a writable $HOME
+    assert config.worker_tmp_dir == ("/dev/shm" if Path("/dev/shm").is_dir() else None)
+
+
+def test_keep_alive_outlasts_the_api_servers_idle_connections(config):
+    assert config.keepalive > 90  # Go's http.Transport closes idle connections after 90 s
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--client-timeout", "0"], "--client-timeout must be a positive number of seconds"),
+    (["--threads", "0"], "--workers and --threads must be at least 1"),
+    (["--cert-file", "tls.crt"], "--cert-file needs --key-file"),
+])
+def test_serve_refuses_unusable_flags(flags: list[str], error: str, capsys: pytest.CaptureFixture[str]):
+    tls = [] if "--cert-file" in flags else ["--dev"]
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", *tls, *flags])
+    assert exited.value.code == 2
+    assert error in capsys.readouterr().err
