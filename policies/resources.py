@@ -120,9 +120,10 @@ def container_defaults(items: Sequence[LimitRangeItem]) -> ContainerDefaults:
 
 
 def gpu_bound(items: Sequence[LimitRangeItem], resource: str) -> tuple[Decimal, str] | None:
-    """The tightest ``max`` any Container item sets for ``resource``, with its LimitRange name."""
+    """The tightest ``max`` a Pod or Container item sets for ``resource``, with its LimitRange's
+    name: the most one worker may use (an MPI worker runs its GPUs in one container)."""
     bounds = [(item.max[resource], item.limit_range) for item in items
-              if item.type == "Container" and resource in item.max]
+              if item.type in ("Pod", "Container") and resource in item.max]
     return min(bounds, key=lambda bound: bound[0]) if bounds else None
 
 

@@ -22,7 +22,15 @@ from policies.base import Action, Finding, Problem, RuleContext
 from policies.jobs import LAUNCHER, WORKER, all_containers, replica_spec, spec
 from policies.messages import plural
 from policies.quantities import BadQuantity, is_extended, is_gpu, quantity
-from policies.resources import ContainerResources, PodResources, ResourceProblem, pod_resources, pod_totals
+from policies.resources import (
+    ContainerResources,
+    PodResources,
+    ResourceProblem,
+    gpu_bound,
+    limit_range_items,
+    pod_resources,
+    pod_totals,
+)
 
 
 @dataclass(frozen=True)
@@ -35,10 +43,20 @@ class GpusPerWorkerParams:
 
 
 def max_gpus(ctx: RuleContext, resource: str) -> int:
-    """The most of ``resource`` one worker pod may use. The one place to ask: a namespace's
-    LimitRange may narrow it here, without the rule changing."""
+    """The most of ``resource`` one worker pod may use: the namespace's LimitRange ``max`` when
+    one bounds that resource (the admin's per-namespace answer), else the setting."""
+    return gpu_maximum(ctx, resource)[0]
+
+
+def gpu_maximum(ctx: RuleContext, resource: str) -> tuple[int, str]:
+    """(maximum, the LimitRange it comes from or "" for the setting). LimitRanges are read only
+    while the cluster view is usable; otherwise the setting applies."""
+    if ctx.cluster.available:
+        bound = gpu_bound(limit_range_items(ctx.cluster.limit_ranges(ctx.namespace)), resource)
+        if bound is not None:
+            return int(bound[0]), bound[1]
     params: GpusPerWorkerParams = ctx.params(GpusPerWorker.id)
-    return params.max
+    return params.max, ""
 
 
 class GpusPerWorker:
@@ -91,12 +109,12 @@ class GpusPerWorker:
         for resource, amount in sorted(pod_totals(counted, "requests").items()):
             if not is_gpu(resource):
                 continue
-            allowed = max_gpus(ctx, resource)
+            allowed, limit_range = gpu_maximum(ctx, resource)
             if amount > allowed:
-                yield self._over(ctx, pod, counted, resource, int(amount), allowed)
+                yield self._over(ctx, pod, counted, resource, int(amount), allowed, limit_range)
 
     def _over(self, ctx: RuleContext, pod: PodResources, counted: list[ContainerResources], resource: str,
-              asked: int, allowed: int) -> Finding:
+              asked: int, allowed: int, limit_range: str = "") -> Finding:
         running = [c for c in counted if (not c.init or c.sidecar) and c.requests.get(resource, 0) > 0]
         if sum(c.requests[resource] for c in running) != asked:  # the peak is while an init container runs
             path, parts = f"{pod.path}.template.spec", " while its init containers run"
@@ -109,7 +127,9 @@ class GpusPerWorker:
             parts = f"; its containers ask {' + '.join(str(int(c.requests[resource])) for c in running)}"
         role = "a worker pod" if pod.replica_type == WORKER else "the launcher pod (it runs ranks too)"
         return Finding(self.id, path,
-                       f"{role} may use at most {allowed} {resource} (asked {asked}{parts}); lower it to "
+                       f"{role} may use at most {allowed} {resource}"
+                       f"{f', set by LimitRange {limit_range}' if limit_range else ''} "
+                       f"(asked {asked}{parts}); lower it to "
                        f"{allowed} or fewer per pod{_spread(ctx, pod.replica_type, asked, allowed)}",
                        Problem.INVALID, asked)
 

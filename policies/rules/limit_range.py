@@ -14,9 +14,9 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.quantities import format_quantity
+from policies.quantities import format_quantity, is_gpu
 from policies.resources import LimitRangeItem, limit_range_items, pod_resources
-from policies.jobs import REPLICA_TYPES, replica_spec
+from policies.jobs import REPLICA_TYPES, WORKER, replica_spec, spec
 
 
 class LimitRange:
@@ -34,25 +34,28 @@ class LimitRange:
             replica = replica_spec(ctx.job, replica_type)
             if not isinstance(replica, Mapping):
                 continue
+            # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
+            # these same LimitRanges: one problem, one finding.
+            runs_ranks = replica_type == WORKER or bool(spec(ctx.job).get("runLauncherAsWorker"))
             pod = pod_resources(replica_type, replica, items)
             for container in pod.containers:
                 where = f"container {container.name}" if container.name else "this container"
                 for item in items:
                     if item.type == "Container":
                         yield from self._bounds(item, "Container", f"{container.path}.resources", where,
-                                                container.requests, container.limits)
+                                                container.requests, container.limits, runs_ranks)
             for item in items:
                 if item.type == "Pod":
                     yield from self._bounds(item, "Pod", f"{pod.path}.template.spec", f"the {replica_type} pod",
-                                            pod.requests, pod.limits)
+                                            pod.requests, pod.limits, runs_ranks)
             for problem in pod.problems:
                 if problem.defaulted_by:
                     yield Finding(
                         self.id, f"{problem.container.path}.resources.{problem.field}[{problem.resource}]",
                         f"container {problem.container.name}: {problem.message}", Problem.POLICY)
 
-    def _bounds(self, item: LimitRangeItem, kind: str, path: str, where: str,
-                requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Iterator[Finding]:
+    def _bounds(self, item: LimitRangeItem, kind: str, path: str, where: str, requests: Mapping[str, Decimal],
+                limits: Mapping[str, Decimal], runs_ranks: bool) -> Iterator[Finding]:
         per = f"per {kind.lower()}"
         source = f"LimitRange {item.limit_range}"
         for resource, minimum in sorted(item.min.items()):
@@ -71,6 +74,8 @@ class LimitRange:
                                     f"{source} requires at least {resource} {low} {per}, but {where} has a limit "
                                     f"of {format_quantity(limits[resource], resource)}; raise the limit to {low}")
         for resource, maximum in sorted(item.max.items()):
+            if runs_ranks and is_gpu(resource):
+                continue
             high = format_quantity(maximum, resource)
             limit = limits.get(resource)
             if limit is None:

@@ -176,3 +176,53 @@ def test_worker_count_missing_gives_no_spread_suggestion():
 def test_negative_maximum_is_refused():
     with pytest.raises(ValueError, match=r"max must be 0 or more \(got -1\)"):
         GpusPerWorkerParams(max=-1)
+
+
+# --- the maximum from the namespace's LimitRange ---------------------------------------------
+
+def check_in_namespace(job, *ranges, available=True, **params):
+    from policies.cluster import StaticClusterView
+
+    cluster = StaticClusterView(ranges={"team-a": list(ranges)}, available=available)
+    settings = Settings.defaults().with_rule("gpus-per-worker", **params) if params else None
+    return list(RULE.check(context(job, cluster=cluster, settings=settings)))
+
+
+def gpu_limit_range(name, maximum, kind="Container", resource="nvidia.com/gpu"):
+    from tests.kube_objects import limit_range
+
+    return limit_range(name, {"type": kind, "max": {resource: str(maximum)}})
+
+
+def test_a_limit_range_bound_replaces_the_setting_and_is_named():
+    (finding,) = check_in_namespace(gpu_job(gpus(8)), gpu_limit_range("gpu-limits", 4))
+    assert finding.path == f"{WORKER}.containers[0].resources.limits[nvidia.com/gpu]"
+    assert finding.message.startswith(
+        "a worker pod may use at most 4 nvidia.com/gpu, set by LimitRange gpu-limits (asked 8); lower it to 4")
+    # above the setting (16) but within the namespace's own bound: the namespace decides
+    assert check_in_namespace(gpu_job(gpus(24)), gpu_limit_range("big-nodes", 32)) == []
+
+
+def test_the_tightest_pod_or_container_bound_wins():
+    ranges = (gpu_limit_range("per-pod", 6, kind="Pod"), gpu_limit_range("per-container", 8))
+    (finding,) = check_in_namespace(gpu_job(gpus(7)), *ranges)
+    assert "at most 6 nvidia.com/gpu, set by LimitRange per-pod" in finding.message
+
+
+def test_a_bound_on_another_resource_leaves_the_setting():
+    ranges = (gpu_limit_range("amd", 2, resource="amd.com/gpu"),)
+    assert check_in_namespace(gpu_job(gpus(8)), *ranges, max=8) == []
+    (finding,) = check_in_namespace(gpu_job(gpus(9)), *ranges, max=8)
+    assert "at most 8 nvidia.com/gpu (asked 9)" in finding.message
+
+
+def test_the_setting_applies_while_cluster_state_is_unavailable():
+    assert check_in_namespace(gpu_job(gpus(8)), gpu_limit_range("gpu-limits", 4), available=False) == []
+
+
+def test_max_gpus_reads_the_limit_range():
+    from policies.cluster import StaticClusterView
+
+    cluster = StaticClusterView(ranges={"team-a": [gpu_limit_range("gpu-limits", 4)]})
+    assert max_gpus(context(mpijob(), cluster=cluster), "nvidia.com/gpu") == 4
+    assert max_gpus(context(mpijob(), cluster=cluster), "amd.com/gpu") == 16

@@ -23,12 +23,26 @@ def test_no_limit_range_no_finding():
 
 
 def test_container_max_names_the_limit_range_container_value_bound_and_fix():
-    lr = limit_range("gpu-limits", container_limits(max={"nvidia.com/gpu": "4"}))
-    (finding,) = check(worker_job({"limits": {"nvidia.com/gpu": 8}}), lr)
-    assert finding.path == f"{WORKER_C0}.resources.limits[nvidia.com/gpu]"
+    lr = limit_range("fpga-limits", container_limits(max={"example.com/fpga": "2", "memory": "64Gi"}))
+    findings = check(worker_job({"limits": {"example.com/fpga": 4, "memory": "64Gi"}}), lr)
+    (finding,) = [f for f in findings if "Worker" in f.path]
+    assert finding.path == f"{WORKER_C0}.resources.limits[example.com/fpga]"
     assert finding.problem is Problem.POLICY
-    assert finding.message == ("LimitRange gpu-limits allows at most nvidia.com/gpu 4 per container, but container "
-                               "mpi-worker asks 8; lower it to 4 and use more workers for more in total")
+    assert finding.message == ("LimitRange fpga-limits allows at most example.com/fpga 2 per container, but container "
+                               "mpi-worker asks 4; lower it to 2 and use more workers for more in total")
+
+
+def test_gpu_maximum_of_rank_pods_is_left_to_gpus_per_worker():
+    """gpus-per-worker reads the same bound and names the LimitRange: one finding per problem."""
+    lr = limit_range("gpu-limits", container_limits(max={"nvidia.com/gpu": "4"}))
+    job = worker_job({"limits": {"nvidia.com/gpu": 8}})
+    assert check(job, lr) == []
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["resources"] = {"limits": {"nvidia.com/gpu": 8}}
+    (finding,) = check(job, lr)  # the launcher runs no ranks: its GPUs are this rule's
+    assert finding.path == "spec.mpiReplicaSpecs[Launcher].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
+    job["spec"]["runLauncherAsWorker"] = True
+    assert check(job, lr) == []
 
 
 def test_container_min_on_the_request():
