@@ -49,15 +49,21 @@ OBJECT_META = {
 @cache
 def mpijob_schema() -> Mapping[str, Any]:
     text = resources.files("policies").joinpath("schema/mpijob-v2beta1.json").read_text()
-    schema = json.loads(text)
-    schema["properties"]["metadata"] = OBJECT_META
-    return schema
+    return json.loads(text)
+
+
+@cache
+def _checked_schema() -> Mapping[str, Any]:
+    """The CRD schema with the ObjectMeta fields filled in (for the type check only: the API
+    server, not the CRD, prunes and defaults metadata)."""
+    schema = mpijob_schema()
+    return {**schema, "properties": {**schema["properties"], "metadata": OBJECT_META}}
 
 
 def check_shape(job: Any) -> list[Finding]:
     if not isinstance(job, Mapping):
         return [_finding("", "the object must be a mapping (a JSON object)", job)]
-    findings = list(_walk(job, mpijob_schema(), ""))
+    findings = list(_walk(job, _checked_schema(), ""))
     if not findings and not isinstance(job.get("spec"), Mapping):
         findings.append(
             Finding(RULE_ID, "spec", "an MPIJob needs a spec with mpiReplicaSpecs",
