@@ -11,7 +11,7 @@ from gunicorn.app.base import BaseApplication
 
 from webhook.bootstrap import ServeOptions
 from webhook.connections import bounded_clients
-from webhook.tls import log_serving_certificate, reloading_ssl_context
+from webhook.tls import check_serving_certificate, reloading_ssl_context
 
 
 def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         "bind": f"[{options.host}]:{options.port}" if ":" in options.host else f"{options.host}:{options.port}",
         "certfile": str(options.cert_file),
         "keyfile": str(options.key_file),
-        "on_starting": log_serving_certificate,
+        "on_starting": check_serving_certificate,
         # gthread, with slow and idle clients bounded (webhook.connections); renewed certificates
         # (Secret volume updates) are served without a restart.
         **bounded_clients(options.client_timeout, reloading_ssl_context()),

@@ -39,7 +39,7 @@ def reloading_ssl_context() -> SSLContextHook:
     return ssl_context
 
 
-def log_serving_certificate(server: Any) -> None:
+def check_serving_certificate(server: Any) -> None:
     """gunicorn's ``on_starting`` hook (in the arbiter, once): refuse to start with a certificate
     and key that do not load together (every handshake would fail), and log which certificate is
     served and when it expires."""
