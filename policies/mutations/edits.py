@@ -1,4 +1,5 @@
-"""In-place edits of an MPIJob's plain-dict form, shared by the mutations.
+"""In-place edits of an MPIJob's plain-dict form, shared by the mutations (and how their
+warnings name the pod templates).
 
 Every edit creates the maps it needs on the way (a template without ``metadata``, metadata
 without ``labels``) and says whether it changed anything, so the engine never has to compare
@@ -27,6 +28,11 @@ def pod_templates(job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         template = replica.get("template") if isinstance(replica, dict) else None
         if isinstance(template, dict):
             yield replica_type, template
+
+
+def templates_phrase(replica_types: list[str]) -> str:
+    """``the Launcher pod template`` / ``the Launcher and Worker pod templates``."""
+    return f"the {' and '.join(replica_types)} pod template{'s' if len(replica_types) > 1 else ''}"
 
 
 def lookup(obj: Any, path: Path) -> Any:

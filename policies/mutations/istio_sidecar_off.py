@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import lookup, pod_templates, set_value
+from policies.mutations.edits import lookup, pod_templates, set_value, templates_phrase
 
 INJECT = "sidecar.istio.io/inject"
 # The label is Istio's current switch; OpenShift Service Mesh 2 still reads the annotation.
@@ -46,7 +46,7 @@ class IstioSidecarOff:
     def _warnings(asked: list[str], params: IstioSidecarOffParams) -> tuple[str, ...]:
         if not asked:
             return ()
-        where = f"the {' and '.join(asked)} pod template{'s' if len(asked) > 1 else ''}"
+        where = templates_phrase(asked)
         if params.keep_explicit_true:
             return (f'{INJECT} "true" kept on {where} as the policy allows, but {WHY}; set "false" to fix',)
         return (f'{INJECT} "true" on {where} was changed to "false": with a sidecar {WHY}',)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import pod_templates, set_default, set_value
+from policies.mutations.edits import pod_templates, set_default, set_value, templates_phrase
 from policies.names import is_dns1123_subdomain
 
 AUTOMOUNT = "automountServiceAccountToken"
@@ -52,9 +52,8 @@ class RestrictedServiceAccount:
     def _warnings(mounting: list[str]) -> tuple[str, ...]:
         if not mounting:
             return ()
-        several = len(mounting) > 1
-        where = f"the {' and '.join(mounting)} pod template{'s' if several else ''}"
-        return (f"{where} set {AUTOMOUNT}: true, so {'their' if several else 'its'} pods get a Kubernetes API "
+        whose = "their" if len(mounting) > 1 else "its"
+        return (f"{templates_phrase(mounting)} set {AUTOMOUNT}: true, so {whose} pods get a Kubernetes API "
                 "token; MPI pods talk over SSH and need none: remove it unless the training code calls the API",)
 
 
