@@ -383,3 +383,32 @@ def test_any_choice_of_actions_and_switches_reads_back_exactly(actions, switches
     settings = config.policy_from_document(document).settings
     assert {k: v.action for k, v in settings.rules.items()} == actions
     assert {k: v.enabled for k, v in settings.mutations.items()} == switches
+
+
+# --- nothing crashes the loader -------------------------------------------------------------
+KEYS = st.sampled_from(["rules", "mutations", "overrides", "exemptNamespaces", "clusterUnavailable", "action",
+                        "params", "enabled", "namespaces", "namespaceSelector", "matchLabels", "matchExpressions",
+                        "key", "operator", "values", "exempt", "name", "min", "max", "queues", "defaultQueue",
+                        *[r.id for r in RULES], *[m.id for m in MUTATIONS]])
+SCALARS = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False) | \
+    st.sampled_from(["deny", "warn", "audit", "In", "Exists", "team-a", "", "x" * 70]) | st.text(max_size=8)
+DOCUMENTS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+    KEYS | st.text(max_size=6), inner, max_size=5), max_leaves=25)
+
+
+@settings(max_examples=500)  # ~20 ms an example (generation of nested documents)
+@given(document=DOCUMENTS)
+def test_any_document_is_a_policy_or_a_policy_error(document):
+    try:
+        config.policy_from_document(document)
+    except PolicyError as error:
+        assert error.problems
+        assert all(isinstance(p.message, str) and p.message for p in error.problems)
+
+
+@given(text=st.text(max_size=200))
+def test_any_text_is_a_policy_or_a_policy_error(text):
+    try:
+        parse_policy(text)
+    except PolicyError as error:
+        assert error.problems
