@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jsonpatch
@@ -88,6 +88,15 @@ def default_mutations() -> Sequence[Mutation]:
 
 
 def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None) -> Verdict:
+    verdict = _evaluate(ctx, rules)
+    if ctx.operation == "UPDATE" and ctx.old_job is not None and any(
+        o.action is not Action.AUDIT and o.finding.rule != CLUSTER_STATE_RULE for o in verdict.outcomes
+    ):
+        return _ratchet(ctx, verdict, rules)
+    return verdict
+
+
+def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None) -> Verdict:
     shape = check_shape(ctx.job)
     if shape:  # the other rules would be reading garbage: the shape problems are the answer
         return Verdict(tuple(Outcome(f, Action.DENY) for f in shape))
@@ -107,6 +116,31 @@ def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None) -> Verdict:
     if skipped:
         outcomes.append(Outcome(_skipped_finding(ctx, skipped), ctx.settings.cluster_unavailable))
     return Verdict(tuple(outcomes), tuple(skipped))
+
+
+def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -> Verdict:
+    """On UPDATE, a finding the stored object already had word for word is not this update's
+    doing: it is recorded (audit) but blocks nothing. Otherwise tightening the policy would
+    freeze every older job — Kueue could no longer flip ``runPolicy.suspend`` to start it, nor
+    a user edit anything else. Like the API server's own CRD validation ratcheting, only what
+    the update changes must meet the current policy. A new or changed problem is enforced."""
+    if verdict.error is not None:
+        return verdict
+    before = _evaluate(replace(ctx, job=ctx.old_job, old_job=None), rules)
+    if before.error is not None:
+        return verdict
+    existing = {_identity(o.finding) for o in before.outcomes}
+    ratcheted = tuple(
+        Outcome(o.finding, Action.AUDIT)
+        if o.finding.rule != CLUSTER_STATE_RULE and _identity(o.finding) in existing
+        else o
+        for o in verdict.outcomes
+    )
+    return replace(verdict, outcomes=ratcheted)
+
+
+def _identity(finding: Finding) -> tuple[str, str, str, Problem]:
+    return finding.rule, finding.path, finding.message, finding.problem
 
 
 def _skipped_finding(ctx: RuleContext, skipped: Iterable[str]) -> Finding:
