@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +55,9 @@ class Converted:
 
 # --- the difference between two JSON trees -------------------------------------------------
 def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
-    """Edits that turn ``derived`` into ``original``; maps key by key, equal-length lists
-    element by element, anything else replaced whole."""
+    """Edits that turn ``derived`` into ``original``; maps key by key, equal-length lists element
+    by element unless their named elements were reordered, anything else replaced whole: an
+    element moved to another place is never patched field by field into the one now there."""
     if derived is original or derived == original:
         return []
     if isinstance(derived, Mapping) and isinstance(original, Mapping):
@@ -70,12 +71,25 @@ def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
             if key not in original:
                 edits.append((path + (key,), digest(value), ABSENT))
         return edits
-    if isinstance(derived, list) and isinstance(original, list) and len(derived) == len(original):
+    if isinstance(derived, list) and isinstance(original, list) and _aligned(derived, original):
         edits = []
         for index, (left, right) in enumerate(zip(derived, original)):
             edits.extend(diff(left, right, path + (index,)))
         return edits
     return [(path, digest(derived), original)]
+
+
+def _aligned(left: list[Any], right: list[Any]) -> bool:
+    """Same length, and not the same named elements (containers, volumes, env) reordered. A
+    renamed element still aligns: v1alpha1's one container is the launcher's and the workers'."""
+    if len(left) != len(right):
+        return False
+    left_names, right_names = _names(left), _names(right)
+    return left_names == right_names or sorted(left_names) != sorted(right_names)
+
+
+def _names(items: list[Any]) -> list[str]:
+    return [repr(item.get("name")) if isinstance(item, Mapping) else "" for item in items]
 
 
 def replay(obj: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence[Sequence[Path]] = ()) -> tuple[dict[str, Any], bool]:
@@ -201,12 +215,3 @@ def convert(
         stash[source] = lost
     result = with_stash(result, stash)  # both derivations and replay return a fresh top level
     return Converted(result, derived.notes, restored, tuple(path for path, _, value in lost if value is not ABSENT))
-
-
-def stashed_paths(obj: Mapping[str, Any], api_version: str) -> Iterable[Path]:
-    """Fields of ``api_version`` that only the stash of ``obj`` holds (for reports)."""
-    metadata = obj.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    for path, _, value in read(annotations or {}).get(api_version, ()):
-        if value is not ABSENT:
-            yield path

@@ -58,11 +58,11 @@ def digest(value: Any) -> str:
 
 
 def display(path: Path) -> str:
-    """A path the way kubectl prints field paths: ``spec.template.spec.containers[0].image``."""
+    """A path the way the rules print field paths: ``spec.mpiReplicaSpecs[Worker].template.spec.containers[0]``."""
     out = ""
-    for step in path:
-        if isinstance(step, int):
-            out += f"[{step}]"
+    for index, step in enumerate(path):
+        if isinstance(step, int) or (index and path[index - 1] == "mpiReplicaSpecs"):
+            out += f"[{step}]"  # replica types as in spec.mpiReplicaSpecs[Worker], like the rules
         else:
             out += f".{step}" if out else step
     return out
@@ -95,13 +95,14 @@ class Tree:
 
     def _parent(self, path: Path, *, create: bool) -> Any:
         node: Any = self.root
-        for step in path[:-1]:
+        for index, step in enumerate(path[:-1]):
             if isinstance(step, int):
                 if not isinstance(node, list) or not 0 <= step < len(node):
                     return ABSENT  # never invent list elements
             elif not isinstance(node, dict):
                 return ABSENT
-            node = self._own(node, step, create=create and isinstance(step, str))
+            # Only maps are created, and only where a key (not a list index) comes next.
+            node = self._own(node, step, create=create and isinstance(path[index + 1], str))
             if node is ABSENT:
                 return ABSENT
         return node
@@ -124,13 +125,6 @@ class Tree:
         last = path[-1]
         if isinstance(last, str) and isinstance(parent, dict):
             parent.pop(last, None)
-
-    def edit(self, path: Path) -> dict[str, Any]:
-        """The (owned, created if missing) map at ``path``, ready to be edited in place."""
-        parent = self._parent(path + ("",), create=True)
-        if parent is ABSENT:
-            raise KeyError(display(path))
-        return parent
 
     def move_to_front(self, path: Path, index: int) -> None:
         """Move element ``index`` of the list at ``path`` to the front."""
