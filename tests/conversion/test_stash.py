@@ -1,0 +1,109 @@
+"""The lossless layer: diff and guarded replay, coupled groups, the annotation itself."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policies.conversion import STASH_ANNOTATION, convert
+from policies.conversion.stash import read, replay, write
+from policies.conversion.stash import diff as stash_diff
+from policies.conversion.tree import ABSENT, Tree, display, get
+from tests.conversion.helpers import HUB, without_stash
+
+JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "name"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.sampled_from(["a", "b", "name", "x/y", "~"]), inner, max_size=3)),
+    max_leaves=12)
+
+
+@given(derived=st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3),
+       original=st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3))
+def test_replaying_the_diff_gives_the_original_and_leaves_the_input_alone(derived, original):
+    frozen = copy.deepcopy(derived)
+    edits = stash_diff(derived, original)
+    restored, complete = replay(derived, edits)
+    assert restored == original
+    assert complete
+    assert derived == frozen
+    assert read({STASH_ANNOTATION: write({"v": edits})}) == {"v": edits}  # survives JSON
+
+
+def test_an_edit_is_not_replayed_over_a_field_changed_since():
+    derived = {"spec": {"image": "a", "name": "x"}}
+    edits = stash_diff(derived, {"spec": {"image": "b", "name": "y"}})
+    changed = {"spec": {"image": "c", "name": "x"}}
+    restored, complete = replay(changed, edits)
+    assert restored == {"spec": {"image": "c", "name": "y"}}  # image kept, name restored
+    assert not complete
+
+
+def test_a_coupled_group_is_replayed_whole_or_not_at_all():
+    derived = {"spec": {"replicas": 2, "slots": 8, "image": "a"}}
+    original = {"spec": {"gpus": 16, "image": "b"}}
+    edits = stash_diff(derived, original)
+    group = ((("spec", "gpus"), ("spec", "replicas"), ("spec", "slots")),)
+    resized = {"spec": {"replicas": 3, "slots": 8, "image": "a"}}
+    restored, _ = replay(resized, edits, group)
+    assert restored == {"spec": {"replicas": 3, "slots": 8, "image": "b"}}  # no gpus beside replicas
+    restored, complete = replay(derived, edits, group)
+    assert restored == original and complete
+
+
+def test_reordered_named_elements_are_replaced_whole():
+    derived = [{"name": "mpi", "image": "a"}, {"name": "log", "image": "b"}]
+    original = [{"name": "log", "image": "b"}, {"name": "mpi", "image": "a"}]
+    assert stash_diff(derived, original) == [((), stash_diff(derived, None)[0][1], original)]
+    renamed = [{"name": "launcher", "image": "a"}, {"name": "log", "image": "b"}]
+    assert stash_diff(derived, renamed) == [((0, "name"), stash_diff("mpi", None)[0][1], "launcher")]
+
+
+@pytest.mark.parametrize("value", ["not json", '{"format": 2, "versions": {}}', '{"format": 1}',
+                                   '{"format": 1, "versions": {"v": [[[], "-"]]}}', '[1, 2]', 7])
+def test_a_damaged_or_foreign_stash_counts_as_none(value):
+    assert read({STASH_ANNOTATION: value}) == {}
+    obj = {"apiVersion": HUB, "kind": "MPIJob", "metadata": {"name": "pi", "annotations": {STASH_ANNOTATION: value}},
+           "spec": {"slotsPerWorker": 1}}
+    converted = convert(obj, "kubeflow.org/v1").obj  # never fails
+    assert converted["spec"]["slotsPerWorker"] == 1
+
+
+def test_other_versions_entries_ride_along():
+    """A v1alpha1 job read as v1 and written back keeps what restores its v1alpha1 form."""
+    v1alpha1 = {"apiVersion": "kubeflow.org/v1alpha1", "kind": "MPIJob", "metadata": {"name": "b"},
+                "spec": {"gpus": 16, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    hub = convert(v1alpha1, HUB).obj
+    as_v1 = convert(hub, "kubeflow.org/v1").obj
+    assert set(json.loads(as_v1["metadata"]["annotations"][STASH_ANNOTATION])["versions"]) == {
+        "kubeflow.org/v1alpha1", "kubeflow.org/v2beta1"}
+    assert convert(convert(as_v1, HUB).obj, "kubeflow.org/v1alpha1").obj == v1alpha1
+
+
+def test_the_stash_is_valid_json_in_one_annotation_and_nothing_else_in_metadata_moves():
+    hub = {"apiVersion": HUB, "kind": "MPIJob",
+           "metadata": {"name": "pi", "namespace": "a", "uid": "u", "labels": {"x": "y"}, "annotations": {"k": "v"}},
+           "spec": {"sshAuthMountPath": "/home/mpiuser/.ssh"}}
+    view = convert(hub, "kubeflow.org/v1alpha1").obj
+    assert {k: v for k, v in view["metadata"].items() if k != "annotations"} == \
+        {"name": "pi", "namespace": "a", "uid": "u", "labels": {"x": "y"}}
+    assert view["metadata"]["annotations"]["k"] == "v"
+    assert json.loads(view["metadata"]["annotations"][STASH_ANNOTATION])["format"] == 1
+    assert without_stash(view)["metadata"]["annotations"] == {"k": "v"}
+
+
+def test_tree_copies_only_the_path_it_writes():
+    shared = {"untouched": {"deep": [1, 2]}}
+    root = {"a": {"b": {"c": 1}}, "other": shared}
+    tree = Tree(root)
+    tree.set(("a", "b", "c"), 2)
+    tree.set(("a", "new", "leaf"), 3)
+    assert tree.root == {"a": {"b": {"c": 2}, "new": {"leaf": 3}}, "other": shared}
+    assert tree.root["other"] is shared
+    assert root == {"a": {"b": {"c": 1}}, "other": shared}
+    assert tree.set(("a", "b", "c", "too-deep"), 1) is False  # a scalar in the way stays
+    assert tree.set(("list", 3), 1) is False and get(tree.root, ("list",)) is ABSENT  # no invented elements
+    assert display(("spec", "containers", 0, "image")) == "spec.containers[0].image"
