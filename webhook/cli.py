@@ -12,6 +12,7 @@ COMMANDS = (
     "webhook.commands.certs",
     "webhook.commands.policy",
     "webhook.commands.check",
+    "webhook.commands.convert",
 )
 
 
