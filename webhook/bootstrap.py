@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from policies.conversion import DEFAULT_GPUS_PER_NODE, ConversionOptions
 from webhook import cluster, metrics, policy_source
 from webhook.audit import AuditLog
 from webhook.connections import DEFAULT_CLIENT_SECONDS
+from webhook.conversion_review import hub_converter
 from webhook.runtime import Runtime, default_runtime
 
 
@@ -29,11 +31,14 @@ class ServeOptions:
     audit_log: bool = True
     # Where cluster state comes from: this kubeconfig, else the pod's ServiceAccount (not with --dev).
     kubeconfig: Path | None = None
+    # Per-node capacity for v1alpha1 jobs sized by gpus/processingUnits that do not give it.
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
     view, readiness = cluster.connect(options.kubeconfig, dev=options.dev)
     runtime = default_runtime(cluster=view)
+    configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
     if readiness is not None:
         runtime.readiness_checks["cluster"] = readiness
     observe(runtime, options)
@@ -44,7 +49,14 @@ def observe(runtime: Runtime, options: ServeOptions) -> None:
     """Policy file (watched), audit log, metrics: the admin's view of one worker process."""
     policy_source.attach(runtime, options.policy_file, options.policy_check_seconds)
     runtime.admission.observers.append(metrics.observe_decision)
+    runtime.conversion.observers.append(metrics.record_conversion)
     if options.audit_log:
         runtime.admission.observers.append(AuditLog())
     if options.cert_file is not None:
         metrics.set_certificate_expiry(options.cert_file)
+
+
+def configure_conversion(runtime: Runtime, options: ConversionOptions) -> None:
+    """/convert and /validate convert older MPIJobs the same way."""
+    runtime.conversion.options = options
+    runtime.admission.to_hub = hub_converter(options)

@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
                         help="read cluster state (quotas, LimitRanges, nodes, queues, MPIJobs) with this kubeconfig; "
                              "default: the pod's ServiceAccount in a cluster, none with --dev")
+    parser.add_argument("--gpus-per-node", type=int, default=ServeOptions.gpus_per_node, metavar="N",
+                        help="GPUs (processing units) per node for converting v1alpha1 jobs sized by gpus or "
+                             "processingUnits that do not say (default %(default)s, as the v1alpha1 operator's manifest)")
     parser.set_defaults(run=run, parser=parser)
 
 
@@ -52,7 +55,7 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
                         dev=args.dev, workers=args.workers, threads=args.threads,
                         client_timeout=args.client_timeout, policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
-                        kubeconfig=args.kubeconfig)
+                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--policy-check-interval must be a positive number of seconds")
     if not args.client_timeout > 0:
         args.parser.error("--client-timeout must be a positive number of seconds")
+    if args.gpus_per_node < 1:
+        args.parser.error("--gpus-per-node must be at least 1")
     if args.dev:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
