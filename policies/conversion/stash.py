@@ -58,7 +58,7 @@ def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
     """Edits that turn ``derived`` into ``original``; maps key by key, equal-length lists element
     by element unless their named elements were reordered, anything else replaced whole: an
     element moved to another place is never patched field by field into the one now there."""
-    if derived is original or derived == original:
+    if same(derived, original):
         return []
     if isinstance(derived, Mapping) and isinstance(original, Mapping):
         edits: list[Edit] = []
@@ -77,6 +77,19 @@ def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
             edits.extend(diff(left, right, path + (index,)))
         return edits
     return [(path, digest(derived), original)]
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equal as JSON: unlike ``==``, ``true`` is not ``1`` and ``1.0`` is not ``1``. Shared
+    subtrees (the converters copy only what they change) compare by identity, at no cost."""
+    if left is right:
+        return True
+    if isinstance(left, Mapping):
+        return isinstance(right, Mapping) and left.keys() == right.keys() and all(
+            same(value, right[key]) for key, value in left.items())
+    if isinstance(left, list):
+        return isinstance(right, list) and len(left) == len(right) and all(map(same, left, right))
+    return type(left) is type(right) and left == right
 
 
 def _aligned(left: list[Any], right: list[Any]) -> bool:

@@ -1,6 +1,7 @@
 """Shared by the conversion tests: the upstream fixtures per version, and comparison helpers."""
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,11 @@ def without_stash(obj: Mapping[str, Any]) -> dict[str, Any]:
         metadata.pop("annotations", None)
     out["metadata"] = metadata
     return out
+
+
+def as_json(obj: Any) -> str:
+    """For comparisons that must tell ``true`` from ``1`` and ``1.0`` from ``1``, as JSON does."""
+    return json.dumps(obj, sort_keys=True)
 
 
 def stash_of(obj: Mapping[str, Any]) -> str | None:

@@ -205,3 +205,10 @@ def test_unknown_and_odd_fields_never_fail_and_come_back():
     assert {(n.severity, n.field) for n in converted.notes} == {
         (Severity.PROBLEM, "spec.gpus"), (Severity.ATTENTION, "spec.gpu")}
     assert without_stash(convert(converted.obj, V1ALPHA1).obj) == odd
+
+
+def test_json_types_survive_a_round_trip_exactly():
+    """``true`` is not ``1`` and ``8.0`` is not ``8`` in JSON, though Python's == says so."""
+    odd = job(gpus="8", replicas=True, slotsPerWorker=8.0)
+    back = convert(convert(odd, HUB).obj, V1ALPHA1).obj
+    assert json.dumps(without_stash(back), sort_keys=True) == json.dumps(odd, sort_keys=True)
