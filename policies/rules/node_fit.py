@@ -24,6 +24,7 @@ from policies.resources import PodResources, job_pods, parse_resources
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+WARNING_LIMIT = 256  # the API server truncates a longer warning
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -208,32 +209,36 @@ class NodeFit:
         path = f"{pod.path}.template.spec"
         role = f"a {pod.replica_type} pod"
         if not candidates:
-            return Finding(self.id, path,
-                           f"no node can ever run {role}: none of {len(nodes)} matches its nodeSelector, required "
-                           f"node affinity and tolerations ({_reasons(ruled_out)}); fix them or ask which nodes "
-                           "to target", Problem.POLICY)
+            return Finding(self.id, path, f"no node can ever run {role}: {_reason(ruled_out, len(nodes))}; "
+                                          f"{_FIX_PLACEMENT}", Problem.POLICY)
         best = max(candidates, key=lambda n: _score(requests, _allocatable(n)))
         allocatable = _allocatable(best)
         short = _short(requests, allocatable)
         if not short:
             return None
-        asked = f"no matching node can hold {role} ({_list(requests, short)})"
         big_enough = {reason: [n for n in group if not _short(requests, _allocatable(n))]
                       for reason, group in ruled_out.items()}
         big_enough = {reason: group for reason, group in big_enough.items() if group}
-        if big_enough:  # the pod would fit where it may not go: the placement is the problem
-            count = sum(len(group) for group in big_enough.values())
-            return Finding(self.id, path,
-                           f"{asked}; {count} {'node' if count == 1 else 'nodes'} with room {'is' if count == 1 else 'are'} "
-                           f"ruled out ({_reasons(big_enough)}): check its nodeSelector, affinity and tolerations",
-                           Problem.POLICY)
-        return Finding(self.id, path,
-                       f"{asked}: the largest of {len(candidates)}, {_node_name(best)}, has "
-                       f"{_list(allocatable, short)} allocatable; use smaller pods (more workers) or larger nodes",
-                       Problem.POLICY)
+
+        def message(shown: Sequence[str]) -> str:
+            asked = f"no matching node can hold {role} ({_list(requests, shown)})"
+            if big_enough:  # the pod would fit where it may not go: the placement is the problem
+                count = sum(len(group) for group in big_enough.values())
+                return f"{asked}; nodes with room are ruled out: {_reason(big_enough, count)}; {_FIX_PLACEMENT}"
+            return (f"{asked}; largest of {len(candidates)} matching: {_node_name(best)} with "
+                    f"{_list(allocatable, shown)}; use more, smaller pods or larger nodes")
+
+        # a warning is cut at 256 characters: name two of the shortfalls, or one if need be
+        text = message(short[:2])
+        if len(f"[{self.id}] {path}: {text}") > WARNING_LIMIT:
+            text = message(short[:1])
+        return Finding(self.id, path, text, Problem.POLICY)
 
 
-def _reasons(groups: Mapping[str, Sequence[Node]]) -> str:
-    """The two most common reasons nodes were ruled out, with their counts."""
-    ranked = sorted(groups.items(), key=lambda item: -len(item[1]))[:2]
-    return "; ".join(f"{len(g)} {'node' if len(g) == 1 else 'nodes'}: {reason}" for reason, g in ranked)
+_FIX_PLACEMENT = "fix its nodeSelector, affinity or tolerations"
+
+
+def _reason(groups: Mapping[str, Sequence[Node]], total: int) -> str:
+    """The most common reason nodes were ruled out: ``taint … not tolerated on 2 of 3 nodes``."""
+    reason, group = max(groups.items(), key=lambda item: len(item[1]))
+    return f"{reason} on {len(group)} of {total} {'node' if total == 1 else 'nodes'}"

@@ -269,8 +269,8 @@ def test_node_fit_warning(api: KubeAPI, caches: ClusterCaches):
     job = gpu_job(workers=2, gpus=16)
     warnings = validate(caches, job)["warnings"]
     assert ("[node-fit] spec.mpiReplicaSpecs[Worker].template.spec: no matching node can hold a Worker pod "
-            "(nvidia.com/gpu 16): the largest of 1, gpu-1, has nvidia.com/gpu 8 allocatable; use smaller pods "
-            "(more workers) or larger nodes") in warnings
+            "(nvidia.com/gpu 16); largest of 1 matching: gpu-1 with nvidia.com/gpu 8; use more, smaller pods or "
+            "larger nodes") in warnings
 
 
 def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: ClusterCaches):

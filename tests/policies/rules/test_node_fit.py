@@ -43,29 +43,28 @@ def test_a_pod_that_fits_a_matching_node_is_clean():
 def test_too_big_for_every_matching_node_names_the_largest():
     (finding,) = check(gpu_worker_job({"cpu": 32, "memory": "256Gi", "nvidia.com/gpu": 8}, selector={"gpu": "a100"}))
     assert finding.path == WORKER_SPEC and finding.problem is Problem.POLICY
-    assert finding.message == ("no matching node can hold a Worker pod (cpu 32, memory 256Gi): the largest of 2, "
-                               "gpu-a, has cpu 31500m, memory 251Gi allocatable; use smaller pods (more workers) or "
-                               "larger nodes")
+    assert finding.message == ("no matching node can hold a Worker pod (cpu 32, memory 256Gi); largest of 2 matching: "
+                               "gpu-a with cpu 31500m, memory 251Gi; use more, smaller pods or larger nodes")
     assert len(messages.line(finding)) <= 256
 
 
 def test_untolerated_taints_rule_nodes_out():
     job = gpu_worker_job({"cpu": 8, "nvidia.com/gpu": 2}, tolerations=None)
     (finding,) = check(job)
-    assert finding.message == ("no matching node can hold a Worker pod (nvidia.com/gpu 2); 2 nodes with room are ruled "
-                               "out (2 nodes: taint nvidia.com/gpu=present:NoSchedule not tolerated): check its "
-                               "nodeSelector, affinity and tolerations")
+    assert finding.message == ("no matching node can hold a Worker pod (nvidia.com/gpu 2); nodes with room are ruled "
+                               "out: taint nvidia.com/gpu=present:NoSchedule not tolerated on 2 of 2 nodes; fix its "
+                               "nodeSelector, affinity or tolerations")
     gpu_only = [n for n in CLUSTER if n["metadata"]["name"] != "cpu-1"]
     launcher, worker = check(job, nodes=gpu_only)  # neither pod tolerates the GPU taint
     finding = worker
     assert finding.path == WORKER_SPEC
-    assert finding.message.startswith("no node can ever run a Worker pod: none of 2 matches its nodeSelector")
-    assert "(2 nodes: taint nvidia.com/gpu=present:NoSchedule not tolerated)" in finding.message
+    assert finding.message == ("no node can ever run a Worker pod: taint nvidia.com/gpu=present:NoSchedule not "
+                               "tolerated on 2 of 2 nodes; fix its nodeSelector, affinity or tolerations")
 
 
 def test_node_selector_without_any_match():
     (finding,) = check(gpu_worker_job({"cpu": 1}, selector={"gpu": "h100"}))
-    assert "none of 3 matches" in finding.message and "no label gpu=h100" in finding.message
+    assert finding.message.startswith("no node can ever run a Worker pod: no label gpu=h100 on 3 of 3 nodes")
 
 
 def test_required_node_affinity_picks_the_nodes():
@@ -74,12 +73,12 @@ def test_required_node_affinity_picks_the_nodes():
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-b"]}]}]}}}
     (finding,) = check(job)
-    assert finding.message == ("no matching node can hold a Worker pod (cpu 20); 1 node with room is ruled out (1 node: "
-                               "not matched by the required node affinity): check its nodeSelector, affinity and "
-                               "tolerations")
+    assert finding.message == ("no matching node can hold a Worker pod (cpu 20); nodes with room are ruled out: not "
+                               "matched by the required node affinity on 1 of 1 node; fix its nodeSelector, affinity "
+                               "or tolerations")
     job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = 40
     (finding,) = check(job)
-    assert "(cpu 40): the largest of 1, gpu-b, has cpu 15 allocatable" in finding.message
+    assert "(cpu 40); largest of 1 matching: gpu-b with cpu 15;" in finding.message
 
 
 def test_a_gpu_no_node_advertises_is_a_warning_naming_it():
@@ -101,7 +100,7 @@ def test_limit_range_defaults_count_for_the_fit():
     job = gpu_worker_job({"cpu": 1}, selector={"gpu": "a100"})
     gpus = limit_range("gpu-max", container_limits(max={"nvidia.com/gpu": "16"}))
     findings = check(job, ranges=[gpus])
-    assert any("(nvidia.com/gpu 16): the largest of 2, gpu-a, has nvidia.com/gpu 8" in f.message
+    assert any("(nvidia.com/gpu 16); largest of 2 matching: gpu-a with nvidia.com/gpu 8;" in f.message
                for f in findings)
 
 
