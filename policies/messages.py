@@ -42,3 +42,13 @@ def cause(finding: Finding) -> dict[str, str]:
 
 def plural(count: int, word: str, words: str | None = None) -> str:
     return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+# The API server cuts a warning longer than this (and webhook.responses does the same).
+WARNING_LIMIT = 256
+
+
+def fits_warning(rule: str, path: str, message: str) -> bool:
+    """Whether ``[rule] path: message`` is short enough to arrive as a whole warning."""
+    where = f"{path}: " if path else ""
+    return len(f"[{rule}] {where}{message}") <= WARNING_LIMIT

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.jobs import queue_name
+from policies.messages import fits_warning
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -30,15 +31,17 @@ class KueueQueue:
         names = sorted({(q.get("metadata") or {}).get("name") or "" for q in queues} - {""})
         if wanted in names:
             return
-        if names:
-            known = f"LocalQueues here: {', '.join(names[:5])}{', …' if len(names) > 5 else ''}"
-            fix = "set the label to one of them"
-        else:
-            known = "it has no LocalQueue at all"
-            fix = "ask your cluster administrator for one"
-        yield Finding(
-            self.id, f"metadata.labels[{QUEUE_LABEL}]",
-            f'LocalQueue "{wanted}" does not exist in namespace {ctx.namespace} ({known}); Kueue would keep '
-            f"the job suspended with no visible reason; {fix}",
-            Problem.POLICY,
-        )
+        path = f"metadata.labels[{QUEUE_LABEL}]"
+        if not names:
+            message = self._message(ctx, wanted, "it has no LocalQueue at all", "ask your cluster administrator for one")
+        for shown in range(min(len(names), 5), 0, -1):  # as many queue names as a warning holds
+            listed = ", ".join(names[:shown]) + (", …" if len(names) > shown else "")
+            message = self._message(ctx, wanted, f"LocalQueues here: {listed}", "set the label to one of them")
+            if fits_warning(self.id, path, message):
+                break
+        yield Finding(self.id, path, message, Problem.POLICY)
+
+    @staticmethod
+    def _message(ctx: RuleContext, wanted: str, known: str, fix: str) -> str:
+        return (f'LocalQueue "{wanted}" does not exist in namespace {ctx.namespace} ({known}); Kueue would keep '
+                f"the job suspended with no visible reason; {fix}")

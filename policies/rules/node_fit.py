@@ -19,12 +19,12 @@ from typing import Any
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.jobs import LAUNCHER, pod_spec, replica_spec
+from policies.messages import fits_warning
 from policies.quantities import format_quantity, is_extended
 from policies.resources import PodResources, job_pods, parse_resources
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-WARNING_LIMIT = 256  # the API server truncates a longer warning
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 
 
@@ -230,7 +230,7 @@ class NodeFit:
 
         # a warning is cut at 256 characters: name two of the shortfalls, or one if need be
         text = message(short[:2])
-        if len(f"[{self.id}] {path}: {text}") > WARNING_LIMIT:
+        if not fits_warning(self.id, path, text):
             text = message(short[:1])
         return Finding(self.id, path, text, Problem.POLICY)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.jobs import WORKER, display_name, queue_name, replica_path, replica_spec, worker_replicas
-from policies.messages import plural
+from policies.messages import fits_warning, plural
 from policies.quantities import format_quantity
 from policies.quota import (
     MPIJOB_COUNT,
@@ -224,8 +224,8 @@ class ResourceQuota:
         path = WORKER_REPLICAS if any(s.demand.per_worker for s in shortfalls) else "spec"
         workers = shortfalls[0].demand.offset + shortfalls[0].demand.workers
         if waits:
-            return Finding(self.id, path, _queued_message(shortfalls[0], len(shortfalls) - 1, fit,
-                                                          minimum_workers(ctx), workers),
+            hint = fit.now if fit.now is not None and minimum_workers(ctx) <= fit.now < workers else None
+            return Finding(self.id, path, _queued_message(self.id, path, shortfalls[0], len(shortfalls) - 1, hint),
                            Problem.POLICY, ceiling=Action.WARN)
         running = sum(1 for j in others if is_active(j) and not pods_not_created_yet(j))
         head = ("needs more than the namespace quota allows in total, so it can never run as is"
@@ -303,16 +303,18 @@ def _suggestions(ctx: RuleContext, shortfalls: Sequence[Shortfall], fit: _Fit, w
     return " ".join(f"{i}. {text};" for i, text in enumerate(items, 1)).rstrip(";")
 
 
-def _queued_message(first: Shortfall, more: int, fit: _Fit, minimum: int, workers: int) -> str:
-    """Short (a warning is cut at 256 characters): the first shortfall and one hint."""
+def _queued_message(rule: str, path: str, first: Shortfall, more: int, fits_now: int | None) -> str:
+    """The first shortfall and a hint, as much of it as a warning holds (cut at 256 characters)."""
     r = first.resource
-    text = (f"needs {r} {format_quantity(first.requested, r)} ({_requested(first)}) but ResourceQuota "
+    need = (f"needs {r} {format_quantity(first.requested, r)} ({_requested(first)}) but ResourceQuota "
             f"{first.quota.name} has {format_quantity(first.available, r)} of {format_quantity(first.hard, r)} free")
-    if more:
-        text += f" (+{more} more)"
-    text += "; its pods will wait until the quota has room"
-    if fit.now is not None and minimum <= fit.now < workers:
-        text += f", or use {fit.now} workers"
+    extra = f" (+{more} more)" if more else ""
+    hint = f", or use {fits_now} workers" if fits_now is not None else ""
+    for text in (f"{need}{extra}; its pods will wait until the quota has room{hint}",
+                 f"{need}{extra}; its pods will wait for room{hint}",
+                 f"{need}; its pods will wait for room"):
+        if fits_warning(rule, path, text):
+            break
     return text
 
 

@@ -1,3 +1,4 @@
+from policies import messages
 from policies.base import Problem
 from policies.cluster import StaticClusterView
 from policies.rules.kueue_queue import KueueQueue
@@ -38,3 +39,11 @@ def test_existing_queue_no_label_or_no_kueue_say_nothing():
     assert check(job_in_queue("gpu"), queues) == []
     assert check(job_in_queue(None), queues) == []
     assert check(job_in_queue("gpu"), None) == []  # the LocalQueue CRD is not installed
+
+
+def test_as_many_queue_names_as_a_warning_holds():
+    queues = {"team-a": [local_queue(f"queue-with-a-rather-long-name-{i}") for i in range(7)]}
+    (finding,) = check(job_in_queue("gpu"), queues)
+    line = messages.line(finding)
+    assert len(line) <= 256
+    assert "LocalQueues here: queue-with-a-rather-long-name-0, " in finding.message and ", …)" in finding.message

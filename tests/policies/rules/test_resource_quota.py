@@ -266,3 +266,12 @@ def test_engine_answers_403_for_quota_denials():
     verdict = evaluate(context(gpu_job(), cluster=view(gpu_quota())))
     assert not verdict.allowed and verdict.is_policy_denial
     assert [f.rule for f in verdict.denials] == ["resource-quota"]
+
+
+def test_the_queued_warning_stays_whole_with_long_names():
+    name = "team-computer-vision-research-gpu-quota-for-the-winter-term"
+    quota = resource_quota(name, {GPU: 32, "requests.cpu": 8}, {GPU: 24, "requests.cpu": 6})
+    (finding,) = check(with_queue(gpu_job(workers=6)), view(quota))
+    line = messages.line(finding)
+    assert len(line) <= 256, line
+    assert f"ResourceQuota {name} has" in line and "its pods will wait" in line
