@@ -13,14 +13,17 @@ import pytest
 from policies.base import Action
 from policies.policy import Policy
 from policies.settings import Settings
-from tests.builders import admission_review
+from tests.builders import admission_review, mpijob
 from tests.kube_api import CORE, MPIJOBS, KubeAPI, local_queues
 from tests.kube_objects import (
     RUNNING,
+    container_limits,
     gpu_job,
+    limit_range,
     local_queue,
     namespace,
     node,
+    priority_class_scope,
     resource_quota,
     stored_mpijob,
 )
@@ -225,6 +228,31 @@ def test_pods_count_quota(api: KubeAPI, caches: ClusterCaches):
     assert "pods requested 5 (launcher 1 + 4 workers × 1), hard 10, used 6, available 4" in response["status"]["message"]
     assert "reduce spec.mpiReplicaSpecs[Worker].replicas to 3 to fit now" in response["status"]["message"]
     assert validate(caches, gpu_job(workers=3))["allowed"] is True
+
+
+def test_scoped_quotas_count_only_the_pods_they_match(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("high-priority", {GPU: 8}, selector=[priority_class_scope("In", "high-priority")]),
+              resource_quota("short-jobs", {"pods": 2}, scopes=["Terminating"]))
+    eventually(lambda: len(caches.resource_quotas("team-a")) == 2)
+    assert validate(caches, gpu_job(workers=6))["allowed"] is True  # neither quota matches these pods
+    job = gpu_job(workers=6)
+    for replica in job["spec"]["mpiReplicaSpecs"].values():
+        replica["template"]["spec"]["priorityClassName"] = "high-priority"
+    message = validate(caches, job)["status"]["message"]
+    assert "ResourceQuota high-priority: requests.nvidia.com/gpu requested 12 (6 workers × 2), hard 8, used 0" in message
+    assert "short-jobs" not in message
+
+
+def test_limit_range_defaulting_changes_the_verdict(api: KubeAPI, caches: ClusterCaches):
+    api.apply(resource_quota("gpus", {GPU: 8}))
+    eventually(lambda: caches.resource_quotas("team-a"))
+    job = mpijob(workers=2, worker_resources={"limits": {"cpu": 1}})  # no GPUs asked for
+    assert validate(caches, job)["allowed"] is True
+    api.apply(limit_range("gpu-max", container_limits(max={"nvidia.com/gpu": "4"})))
+    eventually(lambda: caches.limit_ranges("team-a"))
+    message = validate(caches, job)["status"]["message"]
+    assert ("requests.nvidia.com/gpu requested 12 (launcher 4 + 2 workers × 4, defaults of LimitRange gpu-max "
+            "included), hard 8, used 0, available 8") in message
 
 
 def test_two_jobs_back_to_back_cannot_both_pass(api: KubeAPI, caches: ClusterCaches):
