@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -91,8 +92,12 @@ def run(args: argparse.Namespace) -> int:
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit}
+    master = os.getpid()
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
     finally:
-        metrics.release_multiprocess_dir(metrics_dir)
+        # Workers are forks of this process and leave through here too: only the master may
+        # remove what every worker still writes to.
+        if os.getpid() == master:
+            metrics.release_multiprocess_dir(metrics_dir)
     return 0
