@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from policies.conversion import convert
-from tests.conversion.helpers import GOLDEN, HUB, SPOKES, older_upstream_jobs, upstream_jobs, without_stash
+from tests.conversion.common import GOLDEN, HUB, SPOKES, older_upstream_jobs, upstream_jobs, without_stash
 
 
 def cases() -> Iterator[tuple[str, dict[str, Any], str, Path]]:

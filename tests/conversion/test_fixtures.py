@@ -11,7 +11,7 @@ from policies.structural import as_admitted
 from tests.builders import context
 from tests.conftest import captured_reviews
 from tests.conversion import golden_files
-from tests.conversion.helpers import HUB, SPOKES, older_upstream_jobs, stash_of, upstream_jobs, without_stash
+from tests.conversion.common import HUB, SPOKES, older_upstream_jobs, stash_of, upstream_jobs, without_stash
 
 GOLDEN_CASES = list(golden_files.cases())
 OLDER = older_upstream_jobs()

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.conversion import convert
-from tests.conversion.helpers import HUB, VERSIONS, as_json, without_stash
+from tests.conversion.common import HUB, VERSIONS, as_json, without_stash
 from tests.conversion.strategies import JOBS
 
 # The staleness properties draw more than one object per example: a tenth of the round trips.

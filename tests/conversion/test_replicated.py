@@ -8,7 +8,7 @@ import pytest
 
 from policies.conversion import PROBLEMS_ANNOTATION, Severity, convert
 from policies.conversion.notes import current_problems
-from tests.conversion.helpers import HUB, stash_of, without_stash
+from tests.conversion.common import HUB, stash_of, without_stash
 
 V1ALPHA2, V1 = "kubeflow.org/v1alpha2", "kubeflow.org/v1"
 REPLICATED = (V1ALPHA2, V1)

@@ -12,7 +12,7 @@ from policies.conversion import STASH_ANNOTATION, convert
 from policies.conversion.stash import read, replay, write
 from policies.conversion.stash import diff as stash_diff
 from policies.conversion.tree import ABSENT, Tree, display, get
-from tests.conversion.helpers import HUB, without_stash
+from tests.conversion.common import HUB, without_stash
 
 JSON = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["a", "b", "name"])),

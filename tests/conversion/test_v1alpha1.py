@@ -8,7 +8,7 @@ import pytest
 from policies.conversion import PROBLEMS_ANNOTATION, ConversionOptions, Severity, convert
 from policies.conversion.notes import current_problems
 from policies.conversion.v1alpha1 import launcher_on_master_affinity, launcher_on_master_tolerations
-from tests.conversion.helpers import HUB, without_stash
+from tests.conversion.common import HUB, without_stash
 
 V1ALPHA1 = "kubeflow.org/v1alpha1"
 TEMPLATE = {"spec": {"containers": [{"name": "bench", "image": "mpioperator/tensorflow-benchmarks:0.3.0",

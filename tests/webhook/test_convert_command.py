@@ -11,7 +11,7 @@ import yaml
 
 from policies.conversion import PROBLEMS_ANNOTATION, STASH_ANNOTATION, convert
 from tests.conftest import ROOT, UPSTREAM
-from tests.conversion.helpers import without_stash
+from tests.conversion.common import without_stash
 from webhook.cli import main
 
 V1ALPHA1_EXAMPLES = sorted((UPSTREAM / "v1alpha1").glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""Shared by the conversion tests: the upstream fixtures per version, and comparison helpers."""
+"""Shared by the conversion tests: the upstream fixtures per version, and how objects are compared."""
 from __future__ import annotations
 
 import json
