@@ -6,14 +6,16 @@ block, such as differing launcher and worker images).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from policies.cluster import ClusterView
     from policies.settings import Settings
+
+_T = TypeVar("_T")
 
 
 class Action(StrEnum):
@@ -101,10 +103,22 @@ class RuleContext:
     generated_name: bool = False
     user: UserInfo = UserInfo()
     dry_run: bool = False
+    # Values derived from the request that several rules read (the job's effective pod
+    # resources): computed by the first rule that asks, once per context. Not an init field, so
+    # a context copied with another job (dataclasses.replace) starts empty.
+    _derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def params(self, rule_id: str) -> Any:
         """The typed parameters the admin set for ``rule_id`` (or the mutation of that id)."""
         return self.settings.params(rule_id)
+
+    def derived(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, once per context: rules share what they derive from the same job."""
+        try:
+            return self._derived[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._derived[key] = compute()
+            return value
 
 
 class Rule(Protocol):

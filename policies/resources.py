@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from policies.base import RuleContext
 from policies.jobs import REPLICA_TYPES, WORKER, containers, pod_spec, replica_path, replica_spec, worker_replicas
 from policies.quantities import BadQuantity, format_quantity, is_extended, quantity
 
@@ -313,7 +314,10 @@ class JobPods:
 
 
 def job_pods(job: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]]) -> JobPods:
-    items = limit_range_items(limit_ranges)
+    return _job_pods(job, limit_range_items(limit_ranges))
+
+
+def _job_pods(job: Mapping[str, Any], items: Sequence[LimitRangeItem]) -> JobPods:
     pods: dict[str, PodResources] = {}
     counts: dict[str, int] = {}
     for replica_type in REPLICA_TYPES:
@@ -324,3 +328,18 @@ def job_pods(job: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]]) 
         # The operator always runs exactly one launcher; the worker count may be anything.
         counts[replica_type] = max(worker_replicas(job), 0) if replica_type == WORKER else 1
     return JobPods(pods, counts)
+
+
+# --- shared by the rules of one request ---------------------------------------------------
+
+def request_limit_range_items(ctx: RuleContext) -> list[LimitRangeItem]:
+    """The items of the request namespace's LimitRanges, parsed once per request."""
+    return ctx.derived("limit-range-items", lambda: limit_range_items(ctx.cluster.limit_ranges(ctx.namespace)))
+
+
+def request_pods(ctx: RuleContext, *, limit_ranges: bool = True) -> JobPods:
+    """``job_pods`` of the request's job with its namespace's LimitRanges applied (or, with
+    ``limit_ranges=False``, as written), computed once per request: several rules read them."""
+    if not limit_ranges:
+        return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, ()))
+    return ctx.derived("pods", lambda: _job_pods(ctx.job, request_limit_range_items(ctx)))

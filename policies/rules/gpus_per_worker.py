@@ -27,9 +27,9 @@ from policies.resources import (
     PodResources,
     ResourceProblem,
     gpu_bound,
-    limit_range_items,
-    pod_resources,
     pod_totals,
+    request_limit_range_items,
+    request_pods,
 )
 
 
@@ -52,7 +52,7 @@ def gpu_maximum(ctx: RuleContext, resource: str) -> tuple[int, str]:
     """(maximum, the LimitRange it comes from or "" for the setting). LimitRanges are read only
     while the cluster view is usable; otherwise the setting applies."""
     if ctx.cluster.available:
-        bound = gpu_bound(limit_range_items(ctx.cluster.limit_ranges(ctx.namespace)), resource)
+        bound = gpu_bound(request_limit_range_items(ctx), resource)
         if bound is not None:
             return int(bound[0]), bound[1]
     params: GpusPerWorkerParams = ctx.params(GpusPerWorker.id)
@@ -73,11 +73,11 @@ class GpusPerWorker:
                 not_whole.add((path, resource))
                 yield finding
         rank_pods = (WORKER, LAUNCHER) if spec(ctx.job).get("runLauncherAsWorker") else (WORKER,)
+        as_written = request_pods(ctx, limit_ranges=False)  # the spec alone: LimitRanges are not ours
         for replica_type in (LAUNCHER, WORKER):
-            replica = replica_spec(ctx.job, replica_type)
-            if replica is None:
+            pod = as_written.pods.get(replica_type)
+            if pod is None:
                 continue
-            pod = pod_resources(replica_type, replica, ())  # the spec alone: LimitRanges are not ours
             for problem in pod.problems:
                 if is_extended(problem.resource) and (problem.container.path, problem.resource) not in not_whole:
                     yield self._spec_problem(problem, written.get(problem.container.path) or {})

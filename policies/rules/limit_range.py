@@ -15,8 +15,8 @@ from decimal import Decimal
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.quantities import format_quantity, is_gpu
-from policies.resources import LimitRangeItem, limit_range_items, pod_resources
-from policies.jobs import REPLICA_TYPES, WORKER, replica_spec, spec
+from policies.resources import LimitRangeItem, request_limit_range_items, request_pods
+from policies.jobs import REPLICA_TYPES, WORKER, spec
 
 
 class LimitRange:
@@ -29,15 +29,15 @@ class LimitRange:
         ranges = ctx.cluster.limit_ranges(ctx.namespace)
         if not ranges:
             return
-        items = limit_range_items(ranges)
+        items = request_limit_range_items(ctx)
+        pods = request_pods(ctx)
         for replica_type in REPLICA_TYPES:
-            replica = replica_spec(ctx.job, replica_type)
-            if not isinstance(replica, Mapping):
+            if replica_type not in pods.pods:
                 continue
             # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
             # these same LimitRanges: one problem, one finding.
             runs_ranks = replica_type == WORKER or bool(spec(ctx.job).get("runLauncherAsWorker"))
-            pod = pod_resources(replica_type, replica, items)
+            pod = pods.pods[replica_type]
             for container in pod.containers:
                 where = f"container {container.name}" if container.name else "this container"
                 for item in items:

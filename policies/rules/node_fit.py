@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.jobs import LAUNCHER, pod_spec, replica_spec
 from policies.messages import fits_warning
 from policies.quantities import format_quantity, is_extended
-from policies.resources import PodResources, job_pods, parse_resources
+from policies.resources import PodResources, parse_resources, request_pods
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -131,8 +133,20 @@ def placement_problem(pod: Mapping[str, Any], node: Node) -> str | None:
 
 # --- capacity -----------------------------------------------------------------------------
 
-def _allocatable(node: Node) -> dict[str, Decimal]:
-    return parse_resources((node.get("status") or {}).get("allocatable"))
+def _allocatable(node: Node) -> Mapping[str, Decimal]:
+    values = (node.get("status") or {}).get("allocatable")
+    if not isinstance(values, Mapping):
+        return {}
+    try:
+        return _parsed_allocatable(tuple(values.items()))
+    except TypeError:  # a value that cannot be a dict key cannot be a quantity either
+        return parse_resources(values)
+
+
+# Nodes of one instance type advertise the same allocatable map, request after request.
+@lru_cache(maxsize=1024)
+def _parsed_allocatable(items: tuple[tuple[str, Any], ...]) -> Mapping[str, Decimal]:
+    return MappingProxyType(parse_resources(dict(items)))  # shared between requests: read-only
 
 
 def _short(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> list[str]:
@@ -174,9 +188,11 @@ class NodeFit:
         if not nodes:  # nothing known (yet): an empty or scaled-to-zero cluster says nothing
             return
         params: NodeFitParams = ctx.params(self.id)
-        advertised = {r for n in nodes for r, v in _allocatable(n).items() if v > 0}
+        # Parsed once per request: every pod is held against every node, several times.
+        allocatable = {id(n): _allocatable(n) for n in nodes}
+        advertised = {r for values in allocatable.values() for r, v in values.items() if v > 0}
         missing_reported: set[str] = set()
-        for pod in job_pods(ctx.job, ctx.cluster.limit_ranges(ctx.namespace)):
+        for pod in request_pods(ctx):
             if pod.replica_type == LAUNCHER and not params.check_launcher:
                 continue
             requests = {r: v for r, v in pod.requests.items() if v > 0}
@@ -191,13 +207,16 @@ class NodeFit:
                         Problem.POLICY, ceiling=Action.WARN)
             if unknown:
                 continue
-            finding = self._fit(ctx, pod, requests, nodes)
+            finding = self._fit(ctx, pod, requests, nodes, allocatable)
             if finding:
                 yield finding
 
     def _fit(self, ctx: RuleContext, pod: PodResources, requests: Mapping[str, Decimal],
-             nodes: Sequence[Node]) -> Finding | None:
+             nodes: Sequence[Node], allocatable_of: Mapping[int, Mapping[str, Decimal]]) -> Finding | None:
         template = pod_spec(replica_spec(ctx.job, pod.replica_type))
+        for node in nodes:  # the usual case, answered at the first node that can take the pod
+            if not _short(requests, allocatable_of[id(node)]) and placement_problem(template, node) is None:
+                return None
         ruled_out: dict[str, list[Node]] = {}
         candidates = []
         for node in nodes:
@@ -211,12 +230,12 @@ class NodeFit:
         if not candidates:
             return Finding(self.id, path, f"no node can ever run {role}: {_reason(ruled_out, len(nodes))}; "
                                           f"{_FIX_PLACEMENT}", Problem.POLICY)
-        best = max(candidates, key=lambda n: _score(requests, _allocatable(n)))
-        allocatable = _allocatable(best)
+        best = max(candidates, key=lambda n: _score(requests, allocatable_of[id(n)]))
+        allocatable = allocatable_of[id(best)]
         short = _short(requests, allocatable)
         if not short:
             return None
-        big_enough = {reason: [n for n in group if not _short(requests, _allocatable(n))]
+        big_enough = {reason: [n for n in group if not _short(requests, allocatable_of[id(n)])]
                       for reason, group in ruled_out.items()}
         big_enough = {reason: group for reason, group in big_enough.items() if group}
 

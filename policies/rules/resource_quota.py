@@ -40,7 +40,7 @@ from policies.quota import (
     quota_matches_pod,
     quotas,
 )
-from policies.resources import JobPods, job_pods
+from policies.resources import JobPods, job_pods, request_pods
 
 WORKER_REPLICAS = f"{replica_path(WORKER)}.replicas"
 ZERO = Decimal(0)
@@ -144,7 +144,7 @@ class ResourceQuota:
         if not namespace_quotas:
             return
         limit_ranges = ctx.cluster.limit_ranges(ctx.namespace)
-        pods = job_pods(ctx.job, limit_ranges)
+        pods = request_pods(ctx)
         yield from self._unstated(ctx, pods, namespace_quotas)
         if ctx.operation == "CREATE":
             yield from self._job_count(ctx, namespace_quotas)
