@@ -33,6 +33,14 @@ class ConversionOptions:
 
 DEFAULT_OPTIONS = ConversionOptions()
 
+
+def ssh_advisory(api_version: str) -> str:
+    """What no conversion can fix: every operator before v2beta1 reached the workers with
+    ``kubectl exec`` (workers ran ``sleep``); a v2beta1 launcher uses SSH."""
+    return (f"{api_version} workers ran `sleep` and the launcher reached them with `kubectl exec`; v2beta1 "
+            "launchers use SSH: the worker image must run sshd (e.g. command /usr/sbin/sshd -De) with the SSH "
+            "and MPI set-up of the mpi-operator v2 images")
+
 Derive = Callable[[Mapping[str, Any], ConversionOptions], stash.Derived]
 
 

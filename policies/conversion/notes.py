@@ -22,7 +22,6 @@ PROBLEMS_ANNOTATION = "mpijob-webhook.kubeflow.org/conversion-problems"
 class Severity(StrEnum):
     PROBLEM = "problem"  # the old operator refused the job: recorded, reported by /validate
     ATTENTION = "attention"  # converted faithfully, but the user must act (e.g. sshd in the image)
-    INFO = "info"  # what the conversion did that a reader of the result may not expect
 
 
 @dataclass(frozen=True)
@@ -44,10 +43,6 @@ def problem(field: str, value: Any, message: str, *about: Path) -> Note:
 
 def attention(field: str, message: str) -> Note:
     return Note(Severity.ATTENTION, field, message)
-
-
-def info(field: str, message: str) -> Note:
-    return Note(Severity.INFO, field, message)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ What differs from v2beta1 (mpi-operator v1alpha2, Kubeflow training-operator v1)
 ``cleanPodPolicy`` at the top level (v2beta1 keeps it only in ``runPolicy``; when both are set
 ``runPolicy`` wins, as in the training-operator); ``backoffLimit`` / ``activeDeadlineSeconds``
 at the top level (older spellings of the ``runPolicy`` fields, which take precedence);
-v1alpha2's ``mpiDistribution`` (``IntelMPI`` is v2beta1's ``Intel``); ``mainContainer`` (the
-container that runs MPI; v2beta1 always uses the first one, so it is moved to the front).
+v1alpha2's ``mpiDistribution`` (``IntelMPI`` is v2beta1's ``Intel``); ``mainContainer``, which
+v2beta1 does not have (the old operators, like v2beta1, set MPI up in each pod template's first
+container: the order is kept, and a ``mainContainer`` naming another one is pointed out).
 Status has the same shape in all three and is passed through.
 """
 from __future__ import annotations
@@ -14,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt
-from policies.conversion.notes import Note, attention, info, problem
+from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
+from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
-from policies.conversion.tree import Tree, get, mapping
-from policies.jobs import HUB_API_VERSION, LAUNCHER, REPLICA_TYPES
+from policies.conversion.tree import get, mapping
+from policies.jobs import HUB_API_VERSION, LAUNCHER
 
 _FIELDS = frozenset({"slotsPerWorker", "cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
                      "mpiReplicaSpecs", "mainContainer", "runPolicy"})
@@ -62,8 +63,9 @@ def up(obj: Mapping[str, Any], options: ConversionOptions, *, dialect: Dialect) 
         else:
             hub["mpiImplementation"] = implementation
     if "mpiReplicaSpecs" in spec:
-        hub["mpiReplicaSpecs"] = _with_main_container_first(spec, notes)
+        hub["mpiReplicaSpecs"] = spec["mpiReplicaSpecs"]
         notes.extend(_restart_policy_notes(spec["mpiReplicaSpecs"]))
+        notes.extend(_main_container_notes(spec))
     status = obj["status"] if "status" in obj else None
     annotations = hub_annotations(obj, dialect.api_version, tuple(notes), {"spec": hub})
     return Derived(rebuilt(obj, HUB_API_VERSION, hub, status, annotations), tuple(notes))
@@ -89,27 +91,14 @@ def _hub_run_policy(spec: Mapping[str, Any], notes: list[Note]) -> Any:
     return run_policy if run_policy or "runPolicy" in spec else None
 
 
-def _with_main_container_first(spec: Mapping[str, Any], notes: list[Note]) -> Any:
-    replica_specs = spec["mpiReplicaSpecs"]
+def _main_container_notes(spec: Mapping[str, Any]) -> list[Note]:
     main = spec.get("mainContainer")
-    if not isinstance(main, str) or not main or not isinstance(replica_specs, Mapping):
-        return replica_specs
-    tree = Tree(replica_specs)
-    for replica_type in REPLICA_TYPES:
-        containers = get(replica_specs, (replica_type,) + _CONTAINERS)
-        if not isinstance(containers, list):
-            continue
-        names = [c.get("name") if isinstance(c, Mapping) else None for c in containers]
-        if main not in names:
-            if replica_type == LAUNCHER:
-                notes.append(attention("spec.mainContainer", f"{main!r} names no launcher container; v2beta1 runs "
-                                                             "MPI in the launcher's first container"))
-        elif names.index(main) > 0:
-            tree.move_to_front((replica_type,) + _CONTAINERS, names.index(main))
-            notes.append(info(f"spec.mpiReplicaSpecs[{replica_type}].template.spec.containers",
-                              f"moved {main!r} (spec.mainContainer) to the front: v2beta1 runs MPI in the first "
-                              "container"))
-    return tree.root
+    first = get(spec, ("mpiReplicaSpecs", LAUNCHER) + _CONTAINERS + (0, "name"))
+    if not isinstance(main, str) or not main or main == first:
+        return []
+    return [attention("spec.mainContainer", f"{main!r} is not the launcher's first container; v2beta1 (like the "
+                                            "operators before it) runs MPI in the first container of each pod "
+                                            "template: put it first")]
 
 
 def _restart_policy_notes(replica_specs: Any) -> list[Note]:
@@ -155,6 +144,6 @@ def spoke(dialect: Dialect) -> Spoke:
             (("spec", "cleanPodPolicy"), ("spec", "runPolicy", "cleanPodPolicy")),
             (("spec", "backoffLimit"), ("spec", "runPolicy", "backoffLimit")),
             (("spec", "activeDeadlineSeconds"), ("spec", "runPolicy", "activeDeadlineSeconds")),
-            (("spec", "mainContainer"), ("spec", "mpiReplicaSpecs", "*") + _CONTAINERS),
         ),
+        advisory=ssh_advisory(dialect.api_version),
     )

@@ -126,12 +126,6 @@ class Tree:
         if isinstance(last, str) and isinstance(parent, dict):
             parent.pop(last, None)
 
-    def move_to_front(self, path: Path, index: int) -> None:
-        """Move element ``index`` of the list at ``path`` to the front."""
-        items = list(get(self.root, path))
-        items.insert(0, items.pop(index))
-        self.set(path, items)
-
 
 def prefix_related(path: Sequence[str | int], prefix: Sequence[str | int]) -> bool:
     """True when one path lies within the other; ``"*"`` in ``prefix`` matches any one step."""

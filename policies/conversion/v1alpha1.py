@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt
+from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
 from policies.conversion.tree import ABSENT, Tree, get, integer, mapping
@@ -36,11 +36,7 @@ FIELDS = frozenset({
 _WORKER = ("spec", "mpiReplicaSpecs", WORKER)
 _CONTAINER0 = ("spec", "containers", 0)
 
-ADVISORY = (
-    "kubeflow.org/v1alpha1 workers ran `sleep` and the launcher reached them with `kubectl exec`; "
-    "v2beta1 launchers use SSH: the worker image must run sshd (e.g. command /usr/sbin/sshd -De) "
-    "with the SSH and MPI set-up of the mpi-operator v2 images"
-)
+ADVISORY = ssh_advisory(API_VERSION)
 
 
 # --- v1alpha1 → v2beta1 ------------------------------------------------------------------------

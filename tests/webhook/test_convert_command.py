@@ -43,13 +43,26 @@ def test_v1alpha1_examples_convert_and_need_attention_for_sshd(capsys):
     assert err.count(SSHD) == 3
 
 
-def test_a_v1_job_converts_cleanly_with_exit_0(capsys):
+def test_a_v1_job_converts_and_needs_attention_only_for_sshd(capsys):
     code, [doc], err = run(capsys, UPSTREAM / "v1" / "horovod-tensorflow-mnist.yaml")  # --to defaults to v2beta1
-    assert code == 0
+    assert code == 1
     assert doc["apiVersion"] == "kubeflow.org/v2beta1"
     assert doc["spec"]["runPolicy"] == {"cleanPodPolicy": "Running"}
-    assert err.splitlines() == [f"{UPSTREAM / 'v1' / 'horovod-tensorflow-mnist.yaml'}[0] MPIJob tensorflow-mnist: "
-                                "kubeflow.org/v1 -> kubeflow.org/v2beta1"]
+    assert err.splitlines() == [
+        f"{UPSTREAM / 'v1' / 'horovod-tensorflow-mnist.yaml'}[0] MPIJob tensorflow-mnist: "
+        "kubeflow.org/v1 -> kubeflow.org/v2beta1",
+        "  attention: kubeflow.org/v1 workers ran `sleep` and the launcher reached them with `kubectl exec`; "
+        "v2beta1 launchers use SSH: the worker image must run sshd (e.g. command /usr/sbin/sshd -De) with the SSH "
+        "and MPI set-up of the mpi-operator v2 images"]
+
+
+def test_a_conversion_with_nothing_to_point_out_exits_0(capsys):
+    code, [doc], err = run(capsys, UPSTREAM / "v2beta1" / "horovod-tensorflow-mnist.yaml", "--to", "v1alpha2")
+    assert code == 0
+    assert doc["apiVersion"] == "kubeflow.org/v1alpha2"
+    assert STASH_ANNOTATION not in doc["metadata"].get("annotations", {})
+    assert err.splitlines() == [f"{UPSTREAM / 'v2beta1' / 'horovod-tensorflow-mnist.yaml'}[0] MPIJob tensorflow-mnist: "
+                                "kubeflow.org/v2beta1 -> kubeflow.org/v1alpha2"]
 
 
 def test_a_job_the_old_operator_refused_is_converted_and_explained(tmp_path, capsys):
@@ -94,7 +107,7 @@ def test_other_objects_and_lists_pass_through(tmp_path, capsys):
     job = yaml.safe_load((UPSTREAM / "v1" / "horovod-tensorflow-mnist.yaml").read_text())
     listed = {"apiVersion": "v1", "kind": "List", "items": [job]}
     code, docs, err = run(capsys, write(tmp_path / "all.yaml", service, listed))
-    assert code == 0
+    assert code == 1  # the v1 job: sshd
     assert docs[0] == service
     assert docs[1]["apiVersion"] == "kubeflow.org/v2beta1"
     assert f"{tmp_path / 'all.yaml'}[0] v1 Service x: not an MPIJob, unchanged" in err
@@ -110,7 +123,7 @@ def test_a_job_already_in_the_target_version_is_unchanged(capsys):
 def test_stdin(capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO((UPSTREAM / "v1alpha2" / "horovod-tensorflow-mnist.yaml").read_text()))
     code, [doc], err = run(capsys, "-")
-    assert code == 0
+    assert code == 1
     assert doc["apiVersion"] == "kubeflow.org/v2beta1"
     assert err.startswith("<stdin>[0] MPIJob tensorflow-mnist: kubeflow.org/v1alpha2 -> kubeflow.org/v2beta1")
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     attention = False
     for item in converted:
         lines = list(_report(item, args.to, args.keep_conversion_data))
-        attention |= any(not line.startswith("  info") for line in lines[1:])
+        attention |= len(lines) > 1
         for line in lines:
             print(line, file=sys.stderr)
     outputs = [item.obj if args.keep_conversion_data else _clean(item.obj) for item in converted]
