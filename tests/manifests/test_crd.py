@@ -5,23 +5,21 @@ from __future__ import annotations
 import base64
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from tests.conftest import UPSTREAM, load_yaml_documents
-from tests.manifests.build import INSTALL_OVERLAYS, MANIFESTS, NAMESPACE, SERVICE, Object, build, find, kubectl
+from tests.manifests.build import INSTALL_OVERLAYS, MANIFESTS, NAMESPACE, SERVICE, Object, find, kubectl, load_all
 from webhook.routes import routes
 
 CRD_NAME = "mpijobs.kubeflow.org"
 
 
 def build_dir(path: Path) -> list[Object]:
-    return [doc for doc in yaml.safe_load_all(kubectl("kustomize", str(path))) if doc]
+    return load_all(kubectl("kustomize", str(path)))
 
 
 @pytest.fixture(scope="module")
@@ -161,17 +159,9 @@ def test_serve_v1_adds_v1_which_then_outranks_v2beta1(crd_with_v1):
 
 
 @pytest.fixture(scope="module")
-def installs_with_crd(tmp_path_factory) -> dict[str, list[Object]]:
-    """The install overlays once the base includes ../crd, as manifests/crd/README.md says."""
-    from tests.manifests.build import prepare
-
-    manifests = prepare(tmp_path_factory.mktemp("with-crd"))
-    shutil.copytree(MANIFESTS / "crd", manifests / "crd", dirs_exist_ok=True)
-    kustomization = manifests / "base" / "kustomization.yaml"
-    base = yaml.safe_load(kustomization.read_text())
-    base["resources"].insert(0, "../crd")
-    kustomization.write_text(yaml.safe_dump(base, sort_keys=False))
-    return {overlay: build(manifests, overlay) for overlay in INSTALL_OVERLAYS}
+def installs_with_crd(overlays) -> dict[str, list[Object]]:
+    """The install overlays: manifests/base includes ../crd."""
+    return {overlay: overlays[overlay] for overlay in INSTALL_OVERLAYS}
 
 
 @pytest.mark.parametrize("overlay", INSTALL_OVERLAYS)

@@ -119,3 +119,18 @@ def test_deleted_and_patched_objects_exist(overlays: dict[str, list[Object]], ov
 def resolve(obj: Any, pointer: str) -> Any:
     """The value at a JSON pointer; raises if the path does not exist (the patch would fail)."""
     return jsonpatch.JsonPointer(pointer).resolve(obj)
+
+
+def test_applies_that_carry_the_crd_are_server_side(overlays: dict[str, list[Object]]) -> None:
+    """A client-side apply keeps the whole object in an annotation, limited to 256 KiB in total:
+    the MPIJob CRD does not fit, so every apply that carries it must be server-side."""
+    crd = find(overlays["openshift"], "CustomResourceDefinition", "mpijobs.kubeflow.org")
+    assert len(json.dumps(crd, separators=(",", ":"))) > 256 * 1024
+    applies = [words for words in shell_commands() if words[:2] in (["kubectl", "apply"], ["oc", "apply"])]
+    carrying = [words for words in applies if "-k" in words and words[words.index("-k") + 1] != "manifests/overlays/monitoring"
+                or "-f" in words]
+    assert len(carrying) == 5  # openshift, cert-manager, self-signed and its renewal, the CRD restore
+    for words in carrying:
+        assert "--server-side" in words and "--force-conflicts" in words, words
+        if "-f" in words:
+            assert (ROOT / words[words.index("-f") + 1]).is_file()

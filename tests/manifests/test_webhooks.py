@@ -112,10 +112,12 @@ def annotations(obj: Object) -> dict[str, str]:
 
 
 def ca_consumers(objects: list[Object]) -> list[Object]:
-    """Objects whose caBundle must trust the serving certificate."""
+    """Objects whose caBundle must trust the serving certificate: both webhook configurations
+    and the MPIJob CRD (its conversion webhook)."""
     consumers = [find(objects, kind, "mpijob-webhook") for kind in WEBHOOK_KINDS]
-    return consumers + [crd for crd in find_all(objects, "CustomResourceDefinition")
-                        if crd["spec"].get("conversion", {}).get("strategy") == "Webhook"]
+    crd = find(objects, "CustomResourceDefinition", "mpijobs.kubeflow.org")
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
+    return [*consumers, crd]
 
 
 def serving_secret_name(objects: list[Object]) -> str:
