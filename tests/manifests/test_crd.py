@@ -63,7 +63,7 @@ def test_v2beta1_is_stored_and_preferred_beside_the_served_older_versions(crd):
 
 
 def test_the_stored_version_is_the_upstream_crd_verbatim(crd):
-    (upstream,) = load_yaml_documents(UPSTREAM / "crd" / "mpijobs-v2beta1.yaml")
+    (upstream,) = load_all((UPSTREAM / "crd" / "mpijobs-v2beta1.yaml").read_text())
     assert (MANIFESTS / "crd" / "upstream" / "mpijobs.kubeflow.org.yaml").read_text() == \
         (UPSTREAM / "crd" / "mpijobs-v2beta1.yaml").read_text()
     assert versions(crd)["v2beta1"] == upstream["spec"]["versions"][0]
