@@ -183,7 +183,28 @@ def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict
     only what changed. Empty when no mutation changed anything (the diff is not even run)."""
     if not result.applied:
         return []
-    return _in_path_order(original, jsonpatch.make_patch(original, result.job).patch)
+    return _in_path_order(original, jsonpatch.make_patch(*_differing(original, result.job)).patch)
+
+
+def _differing(src: Mapping[str, Any], dst: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``src`` and ``dst`` without the keys whose values are equal in both, at any depth of
+    nested maps. make_patch emits nothing for such keys, but walks and serialises all of them
+    (managedFields, whole containers): comparing them at C speed first leaves it only the part
+    the mutations touched, and the same patch. Lists are kept whole: their diff is by index."""
+    src_left, dst_left = {}, {}
+    for key, value in src.items():
+        if key in dst:
+            other = dst[key]
+            if value == other:
+                continue
+            if isinstance(value, dict) and isinstance(other, dict):
+                value, other = _differing(value, other)
+            dst_left[key] = other
+        src_left[key] = value
+    for key, other in dst.items():
+        if key not in src:
+            dst_left[key] = other
+    return src_left, dst_left
 
 
 def _in_path_order(original: Any, patch: list[dict[str, Any]]) -> list[dict[str, Any]]:
