@@ -13,9 +13,9 @@ What it speaks, like kube-apiserver:
 - discovery (``/apis``, ``/apis/{group}``, ``/apis/{group}/{version}``) for what is installed; a
   resource that is not installed (a CRD absent) answers 404 like the real server.
 
-Test controls: ``apply`` / ``delete`` objects, ``compact`` the history, ``drop_watches`` (a
-network blip), ``go_down`` / ``come_back`` (the API server unreachable), ``send_bookmarks``, and
-per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
+Test controls: ``apply`` / ``delete`` objects, ``install`` / ``uninstall`` resources,
+``compact`` the history, ``drop_watches`` (a network blip), ``go_down`` / ``come_back`` (the API
+server unreachable), ``send_bookmarks``, ``forbidden`` plurals (RBAC), and per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
 """
 from __future__ import annotations
 
@@ -86,6 +86,7 @@ class KubeAPI:
         self._down = False
         self._bookmarks = 0
         self.gone_as_http_status = False
+        self.forbidden: set[str] = set()  # plurals answered 403, like a missing RBAC rule
         self.requests: dict[str, int] = {}
         for resource in resources:
             self.install(resource)
@@ -106,7 +107,8 @@ class KubeAPI:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread is not None:  # shutdown() would wait forever for a loop never started
+            self._server.shutdown()
         with self._cond:
             self._generation += 1
             self._down = True
@@ -380,6 +382,10 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 if found is not None:
                     return self._send(200, found)
                 return self._send(404, _status(404, "NotFound", f"the server could not find the requested resource"))
+            if collection.resource.plural in api.forbidden:
+                return self._send(403, _status(403, "Forbidden", f'{collection.resource.plural} is forbidden: User '
+                                                                 f'"system:serviceaccount:mpijob-webhook:mpijob-webhook" '
+                                                                 f'cannot list resource "{collection.resource.plural}"'))
             namespace = parsed[2] if collection.resource.namespaced else None
             if watching:
                 return self._stream(collection, namespace, query)

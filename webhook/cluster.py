@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -334,10 +336,13 @@ class Informer:
     def _lost(self, exc: Exception) -> None:
         if self._stop.is_set():
             return
-        self.last_error = _describe(exc, self.kind)
+        error = _describe(exc, self.kind)
+        # once per outage (and when the cause changes), not once per retry
+        level = logging.WARNING if self.cut_off_since is None or error != self.last_error else logging.DEBUG
+        log.log(level, "%s: %s; retrying with backoff", self.kind.label, error)
+        self.last_error = error
         if self.cut_off_since is None:
             self.cut_off_since = time.monotonic()
-        log.warning("%s: %s; retrying", self.kind.label, self.last_error)
 
     def _mark_absent(self) -> None:
         if not self.absent:
@@ -382,14 +387,24 @@ def _same_content(old: Obj | None, new: Obj) -> bool:
     return old is not None and _without_version(old) == _without_version(new)
 
 
-def _describe(exc: Exception, kind: Kind) -> str:
+def _describe(exc: BaseException, kind: Kind) -> str:
+    """A failure in a few words (it ends up in a warning of at most 256 characters)."""
     if isinstance(exc, ApiException):
         if exc.status in (401, 403):
-            return (f"HTTP {exc.status} {exc.reason}: the webhook's ServiceAccount may not list/watch "
-                    f"{kind.label} (see the ClusterRole in the README)")
+            return f"HTTP {exc.status}: not allowed to list {kind.label} (RBAC)"
         return f"HTTP {exc.status} {exc.reason}"
-    text = str(exc) or type(exc).__name__
-    return text if len(text) < 200 else text[:197] + "..."
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return _describe(exc.reason, kind)
+    text = str(exc)
+    errno = re.search(r"\[Errno -?\d+\] ([^'\"()\]]+)", text)  # urllib3 wraps the socket error deep inside
+    if errno:
+        return errno.group(1).strip().lower()
+    if isinstance(exc, urllib3.exceptions.ProtocolError) or "Connection broken" in text:
+        return "connection broken"
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+        return "read timed out"
+    text = text or type(exc).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 # --- all kinds: the ClusterView -----------------------------------------------------------
@@ -454,7 +469,7 @@ class ClusterCaches:
         for informer in self._informers.values():
             problem = informer.problem(now)
             if problem:
-                return f"cluster state is not usable: {problem}"
+                return problem
         return ""
 
     def _items(self, plural: str, namespace: str) -> tuple[Obj, ...]:

@@ -193,6 +193,19 @@ def test_not_ready_until_listed_then_ready(api: KubeAPI, tmp_path: Path):
         caches.stop()
 
 
+def test_missing_rbac_is_named_on_readyz(api: KubeAPI, tmp_path: Path):
+    api.forbidden.add("nodes")
+    caches = start_caches(api, tmp_path)
+    try:
+        eventually(lambda: "not allowed" in caches.readiness()[1])
+        ready, detail = caches.readiness()
+        assert not ready and detail == "nodes not listed yet: HTTP 403: not allowed to list nodes (RBAC)"
+        api.forbidden.clear()
+        assert caches.wait_synced(5)
+    finally:
+        caches.stop()
+
+
 def _get(served, path: str) -> tuple[int, dict]:
     answer = served.client.get(path)
     return answer.status_code, answer.get_json()
@@ -306,7 +319,7 @@ def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: Clust
     eventually(lambda: caches.resource_quotas("team-a"))
     api.go_down()
     eventually(lambda: not caches.available)
-    assert caches.unavailable_reason.startswith("cluster state is not usable: lost the watch on ")
+    assert caches.unavailable_reason.startswith("lost the watch on ")
     response = validate(caches, gpu_job(workers=20))
     assert response["allowed"] is True
     (warning,) = [w for w in response["warnings"] if w.startswith("[cluster-state]")]
