@@ -21,7 +21,7 @@ BASE_OBJECTS = {
     ("ClusterRoleBinding", "mpijob-webhook"), ("Service", "mpijob-webhook"), ("Deployment", "mpijob-webhook"),
     ("PodDisruptionBudget", "mpijob-webhook"), ("NetworkPolicy", "mpijob-webhook"),
     ("ConfigMap", "mpijob-webhook-policy"), ("ValidatingWebhookConfiguration", "mpijob-webhook"),
-    ("MutatingWebhookConfiguration", "mpijob-webhook"), ("CustomResourceDefinition", "mpijobs.kubeflow.org"),
+    ("MutatingWebhookConfiguration", "kubeflow-mpijob-webhook"), ("CustomResourceDefinition", "mpijobs.kubeflow.org"),
 }
 
 

@@ -16,8 +16,12 @@ from webhook import create_app
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 
+CONFIGURATION_NAMES = {"ValidatingWebhookConfiguration": "mpijob-webhook",
+                       "MutatingWebhookConfiguration": "kubeflow-mpijob-webhook"}
+
+
 def webhooks(objects: list[Object], kind: str) -> list[dict[str, Any]]:
-    return find(objects, kind, "mpijob-webhook")["webhooks"]
+    return find(objects, kind, CONFIGURATION_NAMES[kind])["webhooks"]
 
 
 def all_webhooks(objects: list[Object]) -> list[dict[str, Any]]:
@@ -81,6 +85,13 @@ class TestRegistration:
         assert hook["rules"] == [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"],
                                   "operations": ["CREATE"], "resources": ["mpijobs"], "scope": "Namespaced"}]
 
+    def test_mutating_configuration_runs_before_kueues(self, overlays: dict[str, list[Object]], overlay: str) -> None:
+        # Mutating configurations are called in the lexical order of their names; Kueue suspends
+        # an MPIJob only if the queue label is already there when its webhook runs.
+        (config,) = [o for o in overlays[overlay] if o["kind"] == "MutatingWebhookConfiguration"]
+        assert config["metadata"]["name"] == CONFIGURATION_NAMES["MutatingWebhookConfiguration"]
+        assert config["metadata"]["name"] < "kueue-mutating-webhook-configuration"
+
     def test_kube_system_and_own_namespace_are_never_sent(self, overlays: dict[str, list[Object]], overlay: str) -> None:
         objects = overlays[overlay]
         own = find(objects, "Deployment", "mpijob-webhook")["metadata"]["namespace"]
@@ -114,7 +125,7 @@ def annotations(obj: Object) -> dict[str, str]:
 def ca_consumers(objects: list[Object]) -> list[Object]:
     """Objects whose caBundle must trust the serving certificate: both webhook configurations
     and the MPIJob CRD (its conversion webhook)."""
-    consumers = [find(objects, kind, "mpijob-webhook") for kind in WEBHOOK_KINDS]
+    consumers = [find(objects, kind, CONFIGURATION_NAMES[kind]) for kind in WEBHOOK_KINDS]
     crd = find(objects, "CustomResourceDefinition", "mpijobs.kubeflow.org")
     assert crd["spec"]["conversion"]["strategy"] == "Webhook"
     return [*consumers, crd]
