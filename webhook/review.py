@@ -14,13 +14,13 @@ from policies.base import UserInfo
 
 # controller-runtime's cap: no real AdmissionReview or ConversionReview comes near it.
 MAX_BODY_BYTES = 7 * 1024 * 1024
-TOO_LARGE = f"request body is larger than {MAX_BODY_BYTES // 2**20} MiB ({MAX_BODY_BYTES} bytes); an AdmissionReview never is"
+TOO_LARGE = f"request body is larger than {MAX_BODY_BYTES // 2**20} MiB ({MAX_BODY_BYTES} bytes); no AdmissionReview or ConversionReview is"
 ADMISSION_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 # A real AdmissionReview nests about 20 levels (pod template, managedFields); anything deeper
 # than this is refused before code that recurses over the object sees it.
 MAX_NESTING = 100
-_TOO_DEEP = f"request body nests objects and lists more than {MAX_NESTING} levels deep; an AdmissionReview never does"
+_TOO_DEEP = f"request body nests objects and lists more than {MAX_NESTING} levels deep; no AdmissionReview or ConversionReview does"
 # The API server adds five random characters to generateName; the name rule checks the longest.
 GENERATED_SUFFIX = "xxxxx"
 
@@ -75,7 +75,7 @@ def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_B
 
 def read_json(body: bytes) -> Any:
     if not body:
-        raise BadReview(400, "empty request body: expected an AdmissionReview JSON document")
+        raise BadReview(400, "empty request body: expected an AdmissionReview or ConversionReview JSON document")
     try:
         doc = json.loads(body, parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:

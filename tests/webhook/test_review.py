@@ -53,7 +53,7 @@ def nested(depth: int) -> bytes:
 
 
 BODY_ERRORS = {
-    "empty": (b"", "empty request body: expected an AdmissionReview JSON document"),
+    "empty": (b"", "empty request body: expected an AdmissionReview or ConversionReview JSON document"),
     "not json": (b"hello", "request body is not valid JSON: Expecting value at line 1 column 1"),
     "only spaces": (b"   ", "request body is truncated: the JSON document ends at line 1 column 4 before it is complete"),
     "truncated in a string": (b'{"apiVersion": "admission.k8s.io/v1", "kind": "Admiss',
@@ -71,10 +71,10 @@ BODY_ERRORS = {
                             "conversion: value has 5000 digits"),
     "nested too deeply": (nested(MAX_NESTING + 1),
                           f"request body nests objects and lists more than {MAX_NESTING} levels deep; "
-                          "an AdmissionReview never does"),
+                          "no AdmissionReview or ConversionReview does"),
     "nested beyond the decoder": (b"[" * 100_000 + b"]" * 100_000,
                                   f"request body nests objects and lists more than {MAX_NESTING} levels deep; "
-                                  "an AdmissionReview never does"),
+                                  "no AdmissionReview or ConversionReview does"),
     "a list": (b"[]", "expected a JSON object of kind AdmissionReview"),
     "null": (b"null", "expected a JSON object of kind AdmissionReview"),
     "a string": (b'"AdmissionReview"', "expected a JSON object of kind AdmissionReview"),
@@ -147,7 +147,7 @@ def test_json_content_type_with_parameters_is_accepted():
 
 
 TOO_LARGE = status(413, "RequestEntityTooLarge",
-                   "request body is larger than 7 MiB (7340032 bytes); an AdmissionReview never is")
+                   "request body is larger than 7 MiB (7340032 bytes); no AdmissionReview or ConversionReview is")
 
 
 class EndlessBody:

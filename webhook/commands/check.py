@@ -64,25 +64,25 @@ def evaluate(args: argparse.Namespace) -> Report:
     errors: list[BadInput] = []
     for name in args.files:
         try:
-            for index, obj in documents(_read(name), _label(name)):
-                results.append(checker.check(obj, _label(name), index))
+            for index, obj in documents(read(name), label(name)):
+                results.append(checker.check(obj, label(name), index))
         except BadInput as error:
             errors.append(error)
     return Report(tuple(results), tuple(errors), args.cluster_state is not None)
 
 
-def _label(name: str) -> str:
+def label(name: str) -> str:
     return "<stdin>" if name == STDIN else name
 
 
-def _read(name: str) -> str:
+def read(name: str) -> str:
     try:
         if name == STDIN:
             return sys.stdin.read()
         return Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise BadInput(_label(name), f"cannot be read: {reason}") from None
+        raise BadInput(label(name), f"cannot be read: {reason}") from None
 
 
 def _policy(path: Path | None) -> Policy:
@@ -97,7 +97,7 @@ def _policy(path: Path | None) -> Policy:
 def _cluster(path: Path | None, namespace: str) -> Any:
     if path is None:
         return None
-    objects = [(str(path), index, obj) for index, obj in documents(_read(str(path)), str(path))]
+    objects = [(str(path), index, obj) for index, obj in documents(read(str(path)), str(path))]
     return cluster_view(objects, namespace)
 
 

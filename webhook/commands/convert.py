@@ -34,8 +34,7 @@ from policies.conversion import (
 )
 from policies.conversion.tree import display
 from policies.jobs import GROUP, HUB_API_VERSION, KIND
-from webhook.commands.check import _label as label
-from webhook.commands.check import _read as read
+from webhook.commands.check import label, read
 from webhook.offline import BadInput, documents
 
 _SHOWN_DROPPED = 8  # fields listed by name before "and N more"
