@@ -147,10 +147,9 @@ def record_cache_sync(cache: str, when: float | None = None) -> None:
 
 def set_certificate_expiry(cert_file: str | os.PathLike[str]) -> float:
     """Reads the PEM certificate's notAfter into the expiry gauge; returns it (Unix time)."""
-    from cryptography import x509
+    from certs.inspection import serving_cert_expiry
 
-    cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
-    expiry = cert.not_valid_after_utc.timestamp()
+    expiry = serving_cert_expiry(cert_file).timestamp()
     _metrics().cert_expiry.set(expiry)
     return expiry
 
