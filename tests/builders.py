@@ -1,7 +1,9 @@
 """Builders for MPIJobs and AdmissionReviews used across the tests."""
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import uuid
 from typing import Any
 
@@ -79,3 +81,12 @@ def run_mutation(mutation: Mutation, job: dict[str, Any], **context_args: Any) -
     """Apply one mutation to a copy of ``job``, as the engine does: (edited copy, what it reported)."""
     edited = copy.deepcopy(job)
     return edited, mutation.apply(edited, context(job, **context_args))
+
+
+def patch_of(response: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The decoded patch, or None when the response carries none (and then no patchType either)."""
+    if "patch" not in response:
+        assert "patchType" not in response
+        return None
+    assert response["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(response["patch"], validate=True))

@@ -24,7 +24,7 @@ from policies.conversion import (
     convert,
 )
 from policies.jobs import HUB_API_VERSION
-from webhook.review import BadReview
+from webhook.review import BadReview, review_envelope
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +45,7 @@ class ConversionRequest:
 
 
 def parse_conversion_review(doc: Any) -> ConversionRequest:
-    if not isinstance(doc, Mapping):
-        raise BadReview(400, "expected a JSON object of kind ConversionReview")
-    if doc.get("kind") != "ConversionReview":
-        raise BadReview(400, f"expected kind ConversionReview, got {doc.get('kind')!r}")
-    api_version = doc.get("apiVersion")
-    if api_version not in CONVERSION_VERSIONS:
-        raise BadReview(400, f"unsupported ConversionReview apiVersion {api_version!r}; "
-                             f"supported: {', '.join(CONVERSION_VERSIONS)}")
-    request = doc.get("request")
-    if not isinstance(request, Mapping):
-        raise BadReview(400, "ConversionReview has no request object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise BadReview(400, "ConversionReview request has no uid")
+    api_version, request, uid = review_envelope(doc, "ConversionReview", CONVERSION_VERSIONS)
     objects = request.get("objects")
     if not isinstance(objects, list):
         raise BadReview(400, "ConversionReview request.objects must be a list")

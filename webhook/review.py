@@ -130,21 +130,28 @@ def identify(doc: Any) -> tuple[str, str] | None:
     return (api_version if api_version in ADMISSION_VERSIONS else ADMISSION_VERSIONS[0]), uid
 
 
-def parse_admission_review(doc: Any) -> AdmissionRequest:
+def review_envelope(doc: Any, kind: str, versions: tuple[str, ...]) -> tuple[str, Mapping[str, Any], str]:
+    """(apiVersion, request, uid) of a review of ``kind`` (AdmissionReview, ConversionReview),
+    or a BadReview naming the first thing that makes it unusable."""
     if not isinstance(doc, Mapping):
-        raise BadReview(400, "expected a JSON object of kind AdmissionReview")
+        raise BadReview(400, f"expected a JSON object of kind {kind}")
     api_version = doc.get("apiVersion")
-    if doc.get("kind") != "AdmissionReview":
-        raise BadReview(400, f"expected kind AdmissionReview, got {_given(doc.get('kind'), 'no kind')}")
-    if api_version not in ADMISSION_VERSIONS:
-        raise BadReview(400, f"unsupported AdmissionReview apiVersion {_given(api_version, '(none given)')}; "
-                             f"supported: {', '.join(ADMISSION_VERSIONS)}")
+    if doc.get("kind") != kind:
+        raise BadReview(400, f"expected kind {kind}, got {_given(doc.get('kind'), 'no kind')}")
+    if api_version not in versions:
+        raise BadReview(400, f"unsupported {kind} apiVersion {_given(api_version, '(none given)')}; "
+                             f"supported: {', '.join(versions)}")
     request = doc.get("request")
     if not isinstance(request, Mapping):
-        raise BadReview(400, "AdmissionReview has no request object")
+        raise BadReview(400, f"{kind} has no request object")
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
-        raise BadReview(400, "AdmissionReview request has no uid")
+        raise BadReview(400, f"{kind} request has no uid")
+    return api_version, request, uid
+
+
+def parse_admission_review(doc: Any) -> AdmissionRequest:
+    api_version, request, uid = review_envelope(doc, "AdmissionReview", ADMISSION_VERSIONS)
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise BadReview(400, f"request.operation {_given(operation, '(none given)')} is not one of {', '.join(OPERATIONS)}")

@@ -2,16 +2,14 @@
 patch applied, then /validate on the patched object, which must be allowed as it is."""
 from __future__ import annotations
 
-import base64
 import copy
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import jsonpatch
 import pytest
 
-from tests.builders import admission_review, mpijob
+from tests.builders import admission_review, mpijob, patch_of
 from tests.conftest import captured_reviews, upstream_v2beta1_jobs
 from tests.crd import as_api_server_sends, schema_errors
 from tests.tls_server import TlsServer, serving
@@ -37,12 +35,6 @@ def configured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsS
         yield server
 
 
-def patch_of(response: dict[str, Any]) -> list[dict[str, Any]] | None:
-    if "patch" not in response:
-        assert "patchType" not in response
-        return None
-    assert response["patchType"] == "JSONPatch"
-    return json.loads(base64.b64decode(response["patch"], validate=True))
 
 
 def mutate_then_validate(server: TlsServer, job: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -3,7 +3,6 @@ exactly the expected job, valid for the upstream CRD, touching only our keys, an
 on a second pass (also after the API server's defaulting)."""
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import os
@@ -21,7 +20,7 @@ from policies.cluster import NO_CLUSTER
 from policies.engine import json_patch, mutate
 from policies.policy import Policy
 from policies.settings import MutationConfig, Settings
-from tests.builders import admission_review, context, mpijob
+from tests.builders import admission_review, context, mpijob, patch_of
 from tests.conftest import ROOT, captured_reviews, upstream_v2beta1_jobs
 from tests.crd import as_api_server_sends, schema_errors
 from tests.mutation_cases import CAPPED, INJECT, QUEUE, Case, cases
@@ -45,13 +44,6 @@ def mutate_response(job: Any, settings: Settings = DEFAULTS, **review_args: Any)
     return admission.mutate(parse_admission_review(admission_review(job, **review_args)))["response"]
 
 
-def patch_of(response: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The decoded patch, or None when the response carries none (and then no patchType either)."""
-    if "patch" not in response:
-        assert "patchType" not in response
-        return None
-    assert response["patchType"] == "JSONPatch"
-    return json.loads(base64.b64decode(response["patch"], validate=True))
 
 
 def leaves(path: str, value: Any) -> list[str]:
