@@ -153,6 +153,7 @@ class Informer:
         self.synced = False
         self.absent = False
         self.objects = 0
+        self.resource_version = ""  # the last version seen (list, event or bookmark)
         self.last_error = ""
         self.cut_off_since: float | None = None  # monotonic time the connection was lost
         self.thread: threading.Thread | None = None
@@ -228,6 +229,7 @@ class Informer:
         self.synced, self.absent = True, False
         self._connected()
         log.info("%s: listed %d objects at resourceVersion %s", self.kind.label, self.objects, rv)
+        self.resource_version = rv
         return rv
 
     def _list_pages(self, version: str) -> tuple[dict[str, dict[str, Obj]], str]:
@@ -269,7 +271,7 @@ class Informer:
                 return since
             for line in iter_resp_lines(response):
                 if line:
-                    since = self._apply(json.loads(line), since)
+                    since = self.resource_version = self._apply(json.loads(line), since)
                     events += 1
         finally:
             self._response = None
@@ -448,6 +450,10 @@ class ClusterCaches:
     @property
     def synced(self) -> bool:
         return all(i.synced for i in self._informers.values())
+
+    def resource_versions(self) -> dict[str, str]:
+        """The last resourceVersion each cache has seen, by plural (for diagnostics)."""
+        return {plural: informer.resource_version for plural, informer in self._informers.items()}
 
     def readiness(self) -> tuple[bool, str]:
         """For /readyz: ready once every kind was listed."""
