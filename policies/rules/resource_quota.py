@@ -204,8 +204,9 @@ class ResourceQuota:
     def _demand(self, ctx: RuleContext, pods: JobPods, quota: Quota) -> Demand | None:
         job_charge = charge(ctx.job, pods, quota)
         old = ctx.old_job
-        if ctx.operation == "UPDATE" and old is not None and is_active(old) and not pods_not_created_yet(old) \
-                and not is_suspended(ctx.job):
+        if ctx.operation == "UPDATE" and is_suspended(ctx.job):
+            return None  # being (or staying) suspended: nothing is charged until it resumes, checked then
+        if ctx.operation == "UPDATE" and old is not None and is_active(old) and not pods_not_created_yet(old):
             # Running already: its pods are in status.used; only added workers charge anew.
             old_workers = worker_replicas(old)
             added = max(job_charge.workers - old_workers, 0)

@@ -246,6 +246,13 @@ def test_scaling_a_running_job_charges_only_the_added_workers():
     assert check(gpu_job(workers=3), view(gpu_quota()), operation="UPDATE", old=old) == []
 
 
+def test_suspending_a_running_job_charges_nothing():
+    old = stored_mpijob("train", workers=20, conditions=RUNNING, worker_resources={"limits": {"nvidia.com/gpu": 2}})
+    new = gpu_job(workers=20)
+    new["spec"]["runPolicy"]["suspend"] = True
+    assert check(new, view(gpu_quota()), operation="UPDATE", old=old) == []
+
+
 def test_resuming_a_suspended_job_charges_all_of_it():
     old = stored_mpijob("train", workers=6, suspend=True, worker_resources={"limits": {"nvidia.com/gpu": 2}})
     (finding,) = check(gpu_job(workers=6), view(gpu_quota()), operation="UPDATE", old=old)
