@@ -36,7 +36,7 @@ class ServeOptions:
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
-    view, readiness = cluster.connect(options.kubeconfig, dev=options.dev)
+    view, readiness = cluster.connect(options.kubeconfig, dev=options.dev, on_sync=metrics.record_cache_sync)
     runtime = default_runtime(cluster=view)
     configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
     if readiness is not None:

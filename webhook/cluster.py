@@ -138,11 +138,17 @@ class _Bucket:
     items: tuple[Obj, ...]
 
 
+# Called with a cache's name (its resource plural) whenever that cache is known to be current.
+SyncObserver = Callable[[str], None]
+
+
 class Informer:
     """Lists and watches one kind into namespace buckets."""
 
-    def __init__(self, kind: Kind, api: client.ApiClient, timing: Timing, stop: threading.Event) -> None:
+    def __init__(self, kind: Kind, api: client.ApiClient, timing: Timing, stop: threading.Event,
+                 on_sync: SyncObserver | None = None) -> None:
         self.kind = kind
+        self._on_sync = on_sync
         self._api = api
         self._timing = timing
         self._stop = stop
@@ -230,6 +236,7 @@ class Informer:
         self._connected()
         log.info("%s: listed %d objects at resourceVersion %s", self.kind.label, self.objects, rv)
         self.resource_version = rv
+        self._in_sync()
         return rv
 
     def _list_pages(self, version: str) -> tuple[dict[str, dict[str, Obj]], str]:
@@ -293,7 +300,17 @@ class Informer:
             self._put(obj)
         elif kind == "DELETED":
             self._remove(obj)
+        self._in_sync()
         return version  # BOOKMARK: only the version moves
+
+    def _in_sync(self) -> None:
+        """Tell the observer (the cache-age metric) that this cache is current as of now; a
+        bookmark counts, so a quiet cluster does not look stale."""
+        if self._on_sync is not None:
+            try:
+                self._on_sync(self.kind.plural)
+            except Exception:  # noqa: BLE001 - a metrics failure must not stop the watch
+                log.exception("%s: sync observer failed", self.kind.label)
 
     def _put(self, obj: dict[str, Any]) -> None:
         trimmed = self.kind.trim(obj)
@@ -415,11 +432,11 @@ class ClusterCaches:
     """The webhook's ClusterView: start() once per process, then read from any thread."""
 
     def __init__(self, api: client.ApiClient, *, timing: Timing = Timing(),
-                 kinds: Sequence[Kind] = KINDS) -> None:
+                 kinds: Sequence[Kind] = KINDS, on_sync: SyncObserver | None = None) -> None:
         self._stop = threading.Event()
         self._api = api
         self._timing = timing
-        self._informers = {kind.plural: Informer(kind, api, timing, self._stop) for kind in kinds}
+        self._informers = {kind.plural: Informer(kind, api, timing, self._stop, on_sync) for kind in kinds}
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> ClusterCaches:
@@ -525,8 +542,8 @@ def in_cluster() -> bool:
 
 
 
-def connect(kubeconfig: Path | None, *, dev: bool = False,
-            timing: Timing = Timing()) -> tuple[ClusterView, ReadinessCheck | None]:
+def connect(kubeconfig: Path | None, *, dev: bool = False, timing: Timing = Timing(),
+            on_sync: SyncObserver | None = None) -> tuple[ClusterView, ReadinessCheck | None]:
     """The cluster view of this server process, with its caches started, and the readiness check
     that holds traffic until they are filled. Without a cluster (``--dev``, or outside a cluster
     with no kubeconfig) the cluster rules are skipped with a warning on every response."""
@@ -541,5 +558,5 @@ def connect(kubeconfig: Path | None, *, dev: bool = False,
         reason = f"cannot connect to the cluster: {type(exc).__name__}: {exc}"
         log.error("%s; quota, LimitRange, node and queue checks are skipped", reason)
         return StaticClusterView(available=False, unavailable_reason=reason), lambda: (False, reason)
-    caches = ClusterCaches(api, timing=timing).start()
+    caches = ClusterCaches(api, timing=timing, on_sync=on_sync).start()
     return caches, caches.readiness

@@ -149,6 +149,23 @@ def test_bookmarks_keep_a_quiet_watch_resumable(api: KubeAPI, caches: ClusterCac
     assert api.count("/api/v1/resourcequotas", watch=False) == lists
 
 
+def test_every_list_event_and_bookmark_reports_the_cache_in_sync(api: KubeAPI, tmp_path: Path):
+    synced: list[str] = []
+    caches = ClusterCaches(api_client(api.kubeconfig(tmp_path / "kubeconfig")), timing=FAST,
+                           on_sync=synced.append).start()
+    try:
+        eventually(lambda: caches.synced)
+        assert {"resourcequotas", "limitranges", "namespaces", "nodes", "mpijobs"} <= set(synced)
+        before = synced.count("resourcequotas")
+        api.send_bookmarks()  # a quiet cache is still current: the cache-age metric must not grow
+        eventually(lambda: synced.count("resourcequotas") > before)
+        before = synced.count("limitranges")
+        api.apply(limit_range("limits", container_limits(max={"cpu": "4"})))
+        eventually(lambda: synced.count("limitranges") > before)
+    finally:
+        caches.stop()
+
+
 def test_kueue_installed_later_is_picked_up(api: KubeAPI, caches: ClusterCaches):
     assert caches.local_queues("team-a") is None
     api.install(local_queues("v1beta2"))
