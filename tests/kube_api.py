@@ -381,7 +381,7 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 found = api._discovery([p for p in url.path.split("/") if p])
                 if found is not None:
                     return self._send(200, found)
-                return self._send(404, _status(404, "NotFound", f"the server could not find the requested resource"))
+                return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
             if collection.resource.plural in api.forbidden:
                 return self._send(403, _status(403, "Forbidden", f'{collection.resource.plural} is forbidden: User '
                                                                  f'"system:serviceaccount:mpijob-webhook:mpijob-webhook" '

@@ -19,7 +19,7 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
+from policies.base import Action, Finding, Problem, RuleContext
 from policies.jobs import LAUNCHER, pod_spec, replica_spec
 from policies.messages import fits_warning
 from policies.quantities import format_quantity, is_extended

@@ -18,7 +18,7 @@ The message gives the numbers and the largest worker count that fits now and eve
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
