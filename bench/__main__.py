@@ -1,0 +1,24 @@
+"""``python3 -m bench run [--quick] [...]`` (see ``bench.run``) and
+``python3 -m bench profile /validate [...]`` (see ``bench.profile``)."""
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: python3 -m bench run [--quick] [--json FILE] [...]   load test against the floor
+       python3 -m bench profile /validate [...]             where one request's time goes
+(add --help to either for the options)"""
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("run", "profile"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if argv[0] == "run":
+        from bench.run import main as command
+    else:
+        from bench.profile import main as command
+    return command(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,359 @@
+"""The benchmark: ``mpijob-webhook serve`` (gunicorn, TLS, the example policy file, watch caches of
+an in-test API server holding 10,000 namespaces) against the floor (the same server stack with a
+fixed answer), under load from separate processes over kept-alive HTTPS connections.
+
+    python3 -m bench run                  # the full run (about 15 minutes), tables on stdout
+    python3 -m bench run --quick          # a smoke run of every table (under a minute)
+    python3 -m bench run --json out.json  # also keep every number
+
+By default the server processes share one CPU (the Deployment's CPU limit is one core) and the
+load generator gets the others, so neither steals from the other and ratios compare like with
+like; ``--no-pin`` lets the scheduler place everything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import payloads as bodies
+from bench.cluster import Cluster
+from bench.load import Generators
+from bench.payloads import Payload
+from bench.report import Comparison, Report, Stats, render
+from bench.servers import ServerProcess
+from certs import authority
+from webhook.bootstrap import ServeOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_FILE = ROOT / "examples" / "policy.yaml"
+CONCURRENCY = (1, 8, 32)
+IDLE_LOAD = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    seconds: float
+    warmup: float
+    namespaces: tuple[int, ...]  # the last one is the main run's cluster
+    worker_counts: tuple[int, ...]
+    rule_counts: tuple[int, ...]
+    layouts: tuple[tuple[int, int], ...]
+    payloads_per_endpoint: int | None  # in the per-payload table; None: all
+
+
+FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
+            rule_counts=(0, 10, 14), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
+# Every table, with the fewest rows that keep each code path working.
+QUICK = Plan(seconds=0.25, warmup=0.2, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
+             layouts=(), payloads_per_endpoint=1)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    return {"cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def wait_for_idle(minutes: float) -> tuple[float, float]:
+    """Waits (a minute at a time) until the 1-minute load average is below IDLE_LOAD; the load
+    average seen last and the minutes waited."""
+    started = time.monotonic()
+    load = os.getloadavg()[0]
+    while load > IDLE_LOAD and time.monotonic() - started < minutes * 60:
+        print(f"load average {load:.2f} > {IDLE_LOAD}: waiting a minute for other work to finish", flush=True)
+        time.sleep(60)
+        load = os.getloadavg()[0]
+    return load, (time.monotonic() - started) / 60
+
+
+class Bench:
+    def __init__(self, plan: Plan, workdir: Path, *, workers: int, threads: int, pin: bool,
+                 generators: int | None, log: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.workdir = workdir
+        self.workers, self.threads = workers, threads
+        self.log = log
+        cpus = sorted(os.sched_getaffinity(0))
+        if pin and len(cpus) >= 2:
+            self.server_cpus: set[int] | None = {cpus[0]}
+            self.client_cpus: set[int] | None = set(cpus[1:])
+        else:
+            self.server_cpus = self.client_cpus = None
+        count = generators or max(1, len(self.client_cpus or cpus) if pin else len(cpus) // 2)
+        self.generators = Generators(count, self.client_cpus)
+        self.tls = authority.dev_bundle(workdir)
+        self.api_requests = 0
+        self.load_phases = 0
+
+    def close(self) -> None:
+        self.generators.close()
+
+    # --- servers ------------------------------------------------------------------------------
+    def _tls_args(self) -> list[str]:
+        return ["--cert-file", str(self.tls.cert_file), "--key-file", str(self.tls.key_file)]
+
+    def floor(self) -> ServerProcess:
+        return ServerProcess("floor", ["bench.floor", *self._tls_args(), "--workers", str(self.workers),
+                                       "--threads", str(self.threads)], self.workdir, self.tls.ca_file,
+                             self.server_cpus)
+
+    def ours(self, cluster: Cluster, *, name: str = "serve", rules: int | None = None,
+             workers: int | None = None, threads: int | None = None) -> ServerProcess:
+        command = ["webhook", "serve"] if rules is None else ["bench.fewer_rules", str(rules)]
+        return ServerProcess(name, [
+            *command, *self._tls_args(), "--policy-file", str(POLICY_FILE), "--kubeconfig", str(cluster.kubeconfig),
+            "--workers", str(workers or self.workers), "--threads", str(threads or self.threads),
+        ], self.workdir, self.tls.ca_file, self.server_cpus)
+
+    def cluster(self, namespaces: int) -> Cluster:
+        return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
+
+    @staticmethod
+    def settle(cluster: Cluster, seconds: float = 1.0, timeout: float = 60.0) -> int:
+        """Waits until the server's watches are all open: /readyz turns ready once every kind is
+        listed, and each watch starts just after. The number of open watches."""
+        deadline = time.monotonic() + timeout
+        last, since = cluster.counts(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = cluster.counts()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= seconds:
+                break
+        return last.open_watches
+
+    # --- measuring ----------------------------------------------------------------------------
+    def measure(self, server: ServerProcess, load: list[Payload], concurrency: int,
+                cluster: Cluster | None = None) -> Stats:
+        before = cluster.counts() if cluster else None
+        result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
+                                          concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds)
+        api_requests = None
+        if cluster and before:
+            after = cluster.counts()
+            api_requests = (after.lists - before.lists) + (after.watches - before.watches)
+            self.api_requests += api_requests
+            self.load_phases += 1
+        if result.errors:
+            raise RuntimeError(f"{server.name}: {result.errors} failed requests, first: {result.first_error}\n"
+                               f"{server.output()[-3000:]}")
+        return Stats.of(result, cpu, api_requests)
+
+    def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
+                payload: str, load: list[Payload], concurrency: int) -> Comparison:
+        """The floor first, then ours, back to back, so a change in background load hits both."""
+        floor_stats = self.measure(floor, load, concurrency)
+        ours_stats = self.measure(ours, load, concurrency, cluster)
+        comparison = Comparison(endpoint, payload, concurrency, ours_stats, floor_stats, describe(ours, load))
+        self.log(f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
+                 f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
+                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x)")
+        return comparison
+
+
+_DESCRIPTIONS: dict[tuple[int, bytes], str] = {}
+
+
+def describe(server: ServerProcess, load: list[Payload]) -> str:
+    """What the server answers to each payload, checked once: a broken answer stops the run."""
+    notes = set()
+    for payload in load:
+        key = (server.port, payload.body)
+        if key not in _DESCRIPTIONS:
+            _DESCRIPTIONS[key] = _answer(server, payload)
+        notes.add(_DESCRIPTIONS[key])
+    return "; ".join(sorted(notes))
+
+
+def _answer(server: ServerProcess, payload: Payload) -> str:
+    import http.client
+    import ssl
+
+    connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30,
+                                             context=ssl.create_default_context(cafile=str(server.ca_file)))
+    try:
+        connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
+        reply = connection.getresponse()
+        status, body = reply.status, reply.read()
+    finally:
+        connection.close()
+    sent = json.loads(payload.body)
+    answer = json.loads(body) if status == 200 else {}
+    response = answer.get("response") or {}
+    if status != 200 or response.get("uid") != sent["request"]["uid"]:
+        raise RuntimeError(f"{server.name} answered {payload.name} with HTTP {status}: {body[:500]!r}")
+    if payload.path == "/convert":
+        converted = response.get("convertedObjects") or []
+        if response.get("result", {}).get("status") != "Success" or len(converted) != payload.objects:
+            raise RuntimeError(f"{server.name} did not convert {payload.name}: {response.get('result')}")
+        return "converted"
+    if not response.get("allowed"):
+        raise RuntimeError(f"{server.name} refused {payload.name}: {response.get('status', {}).get('message')}")
+    patch = f", patched ({len(response['patch'])} base64 chars)" if response.get("patch") else ""
+    return f"allowed, {len(response.get('warnings') or ())} warnings{patch}"
+
+
+def worker_memory(server: ServerProcess) -> tuple[float, float]:
+    """The largest RSS and PSS of the server's worker processes, MiB."""
+    memory = server.worker_memory()
+    return max(m.rss_mib for m in memory), max(m.pss_mib for m in memory)
+
+
+def run(plan: Plan, bench: Bench, report: Report) -> None:
+    namespaces = plan.namespaces[-1]
+    with ExitStack() as stack:
+        floor = stack.enter_context(bench.floor())
+        started = time.monotonic()
+        cluster = stack.enter_context(bench.cluster(namespaces))
+        bench.log(f"API server up with {namespaces} namespaces in {time.monotonic() - started:.1f} s")
+        started = time.monotonic()
+        ours = stack.enter_context(bench.ours(cluster))
+        sync_seconds = time.monotonic() - started
+        bench.settle(cluster)
+        bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
+        target = cluster.target
+
+        loads = {
+            "/validate": ("upstream examples", bodies.admission_payloads("/validate", target)),
+            "/mutate": ("upstream examples", bodies.admission_payloads("/mutate", target)),
+            "/convert": ("single-object reviews", bodies.single_conversions(target)),
+        }
+        upstream = {endpoint: [p for p in load if p.name != "large-job"] for endpoint, (_, load) in loads.items()}
+        for endpoint, (label, _) in loads.items():
+            for concurrency in CONCURRENCY:
+                report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency))
+
+        for endpoint in ("/validate", "/mutate"):
+            every = loads[endpoint][1]  # the upstream examples, then the large job
+            chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
+            for payload in chosen:
+                report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))
+        relist = bodies.relist_conversion(target)
+        report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist], 8))
+
+        for payload in bodies.worker_count_payloads(target, plan.worker_counts):
+            describe(ours, [payload])
+            stats = bench.measure(ours, [payload], 8, cluster)
+            report.worker_counts.append({"label": payload.name, "stats": asdict(stats)})
+
+        rss, pss = worker_memory(ours)
+        watches = cluster.counts().open_watches
+        report.replica = {"layout": f"{bench.workers} workers x {bench.threads} threads", "namespaces": namespaces,
+                          "rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "watches": watches}
+        main_load = upstream["/validate"]
+        report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds))
+
+        for count in plan.rule_counts:
+            with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
+                bench.settle(cluster)
+                describe(variant, main_load)
+                stats = bench.measure(variant, main_load, 8, cluster)
+                report.rules.append({"label": str(count), "stats": asdict(stats)})
+                bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
+
+        for workers, threads in plan.layouts:
+            with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
+                bench.settle(cluster)
+                describe(variant, main_load)
+                c8 = bench.measure(variant, main_load, 8, cluster)
+                c32 = bench.measure(variant, main_load, 32, cluster)
+                rss, _ = worker_memory(variant)
+                report.layouts.append({"label": f"{workers} x {threads}", "stats": asdict(c8),
+                                       "c32_throughput": c32.throughput, "c32_p99_ms": c32.p99_ms,
+                                       "rss_mib": round(rss, 1), "watches": cluster.counts().open_watches})
+                bench.log(f"layout {workers}x{threads}: {c8.throughput:.0f} req/s, c=32 p99 {c32.p99_ms:.2f} ms")
+
+    for size in plan.namespaces[:-1]:
+        with bench.cluster(size) as cluster:
+            started = time.monotonic()
+            with bench.ours(cluster, name=f"namespaces-{size}") as ours:
+                sync_seconds = time.monotonic() - started
+                bench.settle(cluster)
+                row = namespace_row(bench, ours, cluster, bodies.admission_payloads("/validate", cluster.target)[:-1],
+                                    size, sync_seconds)
+                report.namespaces.insert(len(report.namespaces) - 1, row)
+    report.replica.update(api_requests_during_load=bench.api_requests, load_phases=bench.load_phases)
+
+
+def namespace_row(bench: Bench, ours: ServerProcess, cluster: Cluster, load: list[Payload], size: int,
+                  sync_seconds: float) -> dict[str, Any]:
+    describe(ours, load)
+    stats = bench.measure(ours, load, 8, cluster)
+    rss, _ = worker_memory(ours)
+    bench.log(f"{size} namespaces: {stats.throughput:.0f} req/s, p50 {stats.p50_ms:.2f} ms, p99 {stats.p99_ms:.2f} ms")
+    return {"label": f"{size:,}", "stats": asdict(stats), "sync_seconds": round(sync_seconds, 1),
+            "rss_mib": round(rss, 1), "watches": cluster.counts().open_watches}
+
+
+@contextmanager
+def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], None]) -> Iterator[Bench]:
+    with tempfile.TemporaryDirectory(prefix="mpijob-webhook-bench-") as tmp:
+        workdir = Path(tmp)
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            workdir = args.logs
+        bench = Bench(plan, workdir, workers=args.workers, threads=args.threads, pin=args.pin,
+                      generators=args.generators, log=log)
+        try:
+            yield bench
+        finally:
+            bench.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: every table, tiny sizes, short windows")
+    parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.25)")
+    parser.add_argument("--namespaces", type=int, nargs="+", help="cluster sizes (default 1 1000 10000)")
+    parser.add_argument("--workers", type=int, default=ServeOptions.workers, help="gunicorn workers (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=ServeOptions.threads, help="threads per worker (default %(default)s)")
+    parser.add_argument("--generators", type=int, help="load generator processes (default: one per client CPU)")
+    parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin servers and clients to CPUs")
+    parser.add_argument("--wait-for-idle", type=float, default=0.0, metavar="MINUTES",
+                        help=f"first wait up to this long for the 1-minute load average to drop below {IDLE_LOAD}")
+    parser.add_argument("--json", type=Path, help="also write every number to this file")
+    parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
+    parser.add_argument("--quiet", action="store_true", help="only the tables")
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.seconds:
+        plan = Plan(**{**asdict(plan), "seconds": args.seconds})
+    if args.namespaces:
+        plan = Plan(**{**asdict(plan), "namespaces": tuple(sorted(args.namespaces))})
+
+    def log(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    report = Report(machine=machine())
+    if args.wait_for_idle:
+        _, waited = wait_for_idle(args.wait_for_idle)
+        report.machine["waited_minutes"] = round(waited, 1)
+    report.machine["load_before"] = round(os.getloadavg()[0], 2)
+    with bench_context(plan, args, log) as bench:
+        report.settings = {"layout": f"{bench.workers} workers x {bench.threads} threads",
+                           "server_cpus": sorted(bench.server_cpus) if bench.server_cpus else "any",
+                           "client_cpus": sorted(bench.client_cpus) if bench.client_cpus else "any",
+                           "generators": bench.generators.count, "seconds": plan.seconds, "warmup": plan.warmup,
+                           "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT))}
+        run(plan, bench, report)
+    report.machine["load_after"] = round(os.getloadavg()[0], 2)
+    print(render(report), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report.to_dict(), indent=1))
+    return 0

@@ -1,0 +1,49 @@
+"""The benchmark harness still runs end to end (servers, cluster, load generator, report) in its
+quick mode. Numbers from a few tenths of a second on a busy machine mean nothing: only the shape
+of the report is checked, never the performance targets."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+ENDPOINTS = ["/validate", "/mutate", "/convert"]
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def test_quick_run_reports_every_table(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "--quick", "--quiet", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+
+    main = [(row["endpoint"], row["concurrency"]) for row in report["main"]]
+    assert main == [(endpoint, c) for endpoint in ENDPOINTS for c in (1, 8, 32)]
+    for row in report["main"] + report["payloads"]:
+        assert _finite(row["throughput_ratio"]) and row["throughput_ratio"] > 0, row
+        assert _finite(row["p99_ratio"]) and row["p99_ratio"] > 0, row
+        assert row["ours"]["errors"] == 0 and row["floor"]["errors"] == 0
+        assert row["ours"]["api_requests"] == 0  # answering never calls the API server
+    assert [row["payload"] for row in report["payloads"]] == ["large-job", "large-job", "50 objects to v1alpha2"]
+    assert report["main"][0]["note"].startswith("allowed, 2 warnings")  # the policy did its work
+
+    assert [row["label"] for row in report["namespaces"]] == ["1", "20"]
+    assert [row["label"] for row in report["worker_counts"]] == ["2 workers", "100 workers"]
+    assert [row["label"] for row in report["rules"]] == ["0", "14"]
+    for row in report["namespaces"] + report["worker_counts"] + report["rules"]:
+        assert _finite(row["stats"]["throughput"]) and row["stats"]["throughput"] > 0, row
+        assert _finite(row["stats"]["p99_ms"]), row
+
+    replica = report["replica"]
+    assert replica["watches"] == 6 * int(replica["layout"].split()[0])  # six kinds per worker process
+    assert replica["rss_mib"] > 0
+    assert replica["api_requests_during_load"] == 0 and replica["load_phases"] > 0
+    assert "| /validate | upstream examples | 8 |" in done.stdout  # the printed tables
