@@ -133,8 +133,9 @@ def render(report: Report) -> str:
                f"{s.get('generators')} load generator process(es) on CPUs {s.get('client_cpus')}; "
                f"{s.get('seconds')} s per measurement after {s.get('warmup')} s warm-up; "
                f"{s.get('namespaces')} namespaces cached")
-    out.append("\n## ours vs the floor (same gunicorn, TLS, Flask; fixed answer, no policy work)\n")
-    out.append(_comparisons(report.main))
+    if report.main:
+        out.append("\n## ours vs the floor (same gunicorn, TLS, Flask; the uid answered, no policy work)\n")
+        out.append(_comparisons(report.main))
     if report.payloads:
         out.append("\n## per payload\n")
         out.append(_comparisons(report.payloads))
