@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 NAME_MAX = 255
 TAG_MAX = 128
@@ -67,6 +68,8 @@ class ParsedImage:
         return text
 
 
+# The same few images come back in request after request; a ParsedImage is immutable.
+@lru_cache(maxsize=1024)
 def parse_image(reference: str) -> ParsedImage:
     if reference == "":
         raise BadImageReference("it is empty")
