@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import payloads as bodies
-from bench.cluster import Cluster
+from bench.cluster import Cluster, Counts
 from bench.load import Generators
 from bench.payloads import Payload
 from bench.report import Comparison, Report, Stats, render
@@ -123,9 +123,11 @@ class Bench:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
 
     @staticmethod
-    def settle(cluster: Cluster, seconds: float = 1.0, timeout: float = 60.0) -> int:
-        """Waits until the server's watches are all open: /readyz turns ready once every kind is
-        listed, and each watch starts just after. The number of open watches."""
+    def settle(cluster: Cluster, before: Counts, seconds: float = 1.0, timeout: float = 60.0) -> int:
+        """Waits until a server started after ``before`` has opened all its watches (/readyz is
+        ready once every kind is listed; each watch starts just after): the watches it opened.
+        Counted as requests, not as open streams: the API server notices a stopped server's
+        streams only when it next writes to them."""
         deadline = time.monotonic() + timeout
         last, since = cluster.counts(), time.monotonic()
         while time.monotonic() < deadline:
@@ -135,7 +137,7 @@ class Bench:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= seconds:
                 break
-        return last.open_watches
+        return last.watches - before.watches
 
     # --- measuring ----------------------------------------------------------------------------
     def measure(self, server: ServerProcess, load: list[Payload], concurrency: int,
@@ -221,10 +223,10 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
         started = time.monotonic()
         cluster = stack.enter_context(bench.cluster(namespaces))
         bench.log(f"API server up with {namespaces} namespaces in {time.monotonic() - started:.1f} s")
-        started = time.monotonic()
+        started, before = time.monotonic(), cluster.counts()
         ours = stack.enter_context(bench.ours(cluster))
         sync_seconds = time.monotonic() - started
-        bench.settle(cluster)
+        watches = bench.settle(cluster, before)
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -252,30 +254,31 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
             report.worker_counts.append({"label": payload.name, "stats": asdict(stats)})
 
         rss, pss = worker_memory(ours)
-        watches = cluster.counts().open_watches
         report.replica = {"layout": f"{bench.workers} workers x {bench.threads} threads", "namespaces": namespaces,
                           "rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "watches": watches}
         main_load = upstream["/validate"]
-        report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds))
+        report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds, watches))
 
         for count in plan.rule_counts:
+            before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
-                bench.settle(cluster)
+                bench.settle(cluster, before)
                 describe(variant, main_load)
                 stats = bench.measure(variant, main_load, 8, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
 
         for workers, threads in plan.layouts:
+            before = cluster.counts()
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
-                bench.settle(cluster)
+                opened = bench.settle(cluster, before)
                 describe(variant, main_load)
                 c8 = bench.measure(variant, main_load, 8, cluster)
                 c32 = bench.measure(variant, main_load, 32, cluster)
                 rss, _ = worker_memory(variant)
                 report.layouts.append({"label": f"{workers} x {threads}", "stats": asdict(c8),
                                        "c32_throughput": c32.throughput, "c32_p99_ms": c32.p99_ms,
-                                       "rss_mib": round(rss, 1), "watches": cluster.counts().open_watches})
+                                       "rss_mib": round(rss, 1), "watches": opened})
                 bench.log(f"layout {workers}x{threads}: {c8.throughput:.0f} req/s, c=32 p99 {c32.p99_ms:.2f} ms")
 
     report.namespaces[:0] = [namespaces_row(bench, size) for size in plan.namespaces[:-1]]
@@ -285,22 +288,22 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
 def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:
     """A fresh API server with ``size`` namespaces, a fresh serve, and /validate at concurrency 8."""
     with bench.cluster(size) as cluster:
-        started = time.monotonic()
+        started, before = time.monotonic(), cluster.counts()
         with bench.ours(cluster, name=f"namespaces-{size}") as ours:
             sync_seconds = time.monotonic() - started
-            bench.settle(cluster)
+            watches = bench.settle(cluster, before)
             load = [p for p in bodies.admission_payloads("/validate", cluster.target) if p.name != "large-job"]
-            return namespace_row(bench, ours, cluster, load, size, sync_seconds)
+            return namespace_row(bench, ours, cluster, load, size, sync_seconds, watches)
 
 
 def namespace_row(bench: Bench, ours: ServerProcess, cluster: Cluster, load: list[Payload], size: int,
-                  sync_seconds: float) -> dict[str, Any]:
+                  sync_seconds: float, watches: int) -> dict[str, Any]:
     describe(ours, load)
     stats = bench.measure(ours, load, 8, cluster)
     rss, _ = worker_memory(ours)
     bench.log(f"{size} namespaces: {stats.throughput:.0f} req/s, p50 {stats.p50_ms:.2f} ms, p99 {stats.p99_ms:.2f} ms")
     return {"label": f"{size:,}", "stats": asdict(stats), "sync_seconds": round(sync_seconds, 1),
-            "rss_mib": round(rss, 1), "watches": cluster.counts().open_watches}
+            "rss_mib": round(rss, 1), "watches": watches}
 
 
 @contextmanager

@@ -21,7 +21,9 @@ class ServeOptions:
     cert_file: Path | None = None
     key_file: Path | None = None
     dev: bool = False
-    workers: int = 2
+    # One process: each worker keeps its own watch caches (memory, API server watches), and the
+    # GIL lets one process use one core, the Deployment's CPU limit. See docs/performance.md.
+    workers: int = 1
     threads: int = 8
     # How long a client may take to send one request (see webhook.connections).
     client_timeout: float = DEFAULT_CLIENT_SECONDS
