@@ -19,7 +19,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POLICY_FILE = ROOT / "examples" / "policy.yaml"
 CONCURRENCY = (1, 8, 32)
 IDLE_LOAD = 1.0
+TABLES = ("main", "payloads", "namespaces", "workers", "rules", "layouts")
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def worker_memory(server: ServerProcess) -> tuple[float, float]:
     return max(m.rss_mib for m in memory), max(m.pss_mib for m in memory)
 
 
-def run(plan: Plan, bench: Bench, report: Report) -> None:
+def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABLES) -> None:
     namespaces = plan.namespaces[-1]
     with ExitStack() as stack:
         floor = stack.enter_context(bench.floor())
@@ -236,19 +237,21 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
             "/convert": ("single-object reviews", bodies.single_conversions(target)),
         }
         upstream = {endpoint: [p for p in load if p.name != "large-job"] for endpoint, (_, load) in loads.items()}
-        for endpoint, (label, _) in loads.items():
+        for endpoint, (label, _) in loads.items() if "main" in tables else ():
             for concurrency in CONCURRENCY:
                 report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency))
 
-        for endpoint in ("/validate", "/mutate"):
-            every = loads[endpoint][1]  # the upstream examples, then the large job
-            chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
-            for payload in chosen:
-                report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))
-        relist = bodies.relist_conversion(target)
-        report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist], 8))
+        if "payloads" in tables:
+            for endpoint in ("/validate", "/mutate"):
+                every = loads[endpoint][1]  # the upstream examples, then the large job
+                chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
+                for payload in chosen:
+                    report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))
+            relist = bodies.relist_conversion(target)
+            report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist], 8))
 
-        for payload in bodies.worker_count_payloads(target, plan.worker_counts):
+        worker_counts = plan.worker_counts if "workers" in tables else ()
+        for payload in bodies.worker_count_payloads(target, worker_counts):
             describe(ours, [payload])
             stats = bench.measure(ours, [payload], 8, cluster)
             report.worker_counts.append({"label": payload.name, "stats": asdict(stats)})
@@ -257,9 +260,10 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
         report.replica = {"layout": f"{bench.workers} workers x {bench.threads} threads", "namespaces": namespaces,
                           "rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "watches": watches}
         main_load = upstream["/validate"]
-        report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds, watches))
+        if "namespaces" in tables:
+            report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds, watches))
 
-        for count in plan.rule_counts:
+        for count in plan.rule_counts if "rules" in tables else ():
             before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
                 bench.settle(cluster, before)
@@ -268,7 +272,7 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
 
-        for workers, threads in plan.layouts:
+        for workers, threads in plan.layouts if "layouts" in tables else ():
             before = cluster.counts()
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
                 opened = bench.settle(cluster, before)
@@ -281,7 +285,8 @@ def run(plan: Plan, bench: Bench, report: Report) -> None:
                                        "rss_mib": round(rss, 1), "watches": opened})
                 bench.log(f"layout {workers}x{threads}: {c8.throughput:.0f} req/s, c=32 p99 {c32.p99_ms:.2f} ms")
 
-    report.namespaces[:0] = [namespaces_row(bench, size) for size in plan.namespaces[:-1]]
+    if "namespaces" in tables:
+        report.namespaces[:0] = [namespaces_row(bench, size) for size in plan.namespaces[:-1]]
     report.replica.update(api_requests_during_load=bench.api_requests, load_phases=bench.load_phases)
 
 
@@ -332,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin servers and clients to CPUs")
     parser.add_argument("--wait-for-idle", type=float, default=0.0, metavar="MINUTES",
                         help=f"first wait up to this long for the 1-minute load average to drop below {IDLE_LOAD}")
+    parser.add_argument("--only", nargs="+", choices=TABLES, default=TABLES, metavar="TABLE",
+                        help=f"run only these tables ({', '.join(TABLES)}); the replica line is always there")
     parser.add_argument("--json", type=Path, help="also write every number to this file")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
     parser.add_argument("--quiet", action="store_true", help="only the tables")
@@ -357,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                            "client_cpus": sorted(bench.client_cpus) if bench.client_cpus else "any",
                            "generators": bench.generators.count, "seconds": plan.seconds, "warmup": plan.warmup,
                            "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT))}
-        run(plan, bench, report)
+        run(plan, bench, report, args.only)
     report.machine["load_after"] = round(os.getloadavg()[0], 2)
     print(render(report), flush=True)
     if args.json:
