@@ -3,13 +3,12 @@
 that each have a ResourceQuota, a LimitRange and a Kueue LocalQueue, plus nodes and running MPIJobs.
 
 It counts what the webhook asks of it, so the report can show the number of watch connections
-one replica holds and that answering requests never calls the API server.
+one replica opens and that answering requests never calls the API server.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -27,32 +26,18 @@ PRODUCTION = {"environment": "production"}
 
 @dataclass(frozen=True)
 class Counts:
-    lists: int  # list requests served so far
-    watches: int  # watch requests served so far
-    open_watches: int  # watch streams open now
+    lists: int  # requests other than watches (lists, gets) answered so far
+    watches: int  # watch requests answered so far
 
 
 class CountingKubeAPI(KubeAPI):
-    """KubeAPI that also knows how many watch streams are open right now."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.open_watches = 0
-
-    def _watch(self, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        with self._cond:
-            self.open_watches += 1
-        try:
-            yield from super()._watch(*args, **kwargs)
-        finally:
-            with self._cond:
-                self.open_watches -= 1
+    """KubeAPI that sums up its per-path request counts."""
 
     def counts(self) -> Counts:
         with self._cond:
             lists = sum(n for key, n in self.requests.items() if key.startswith("LIST"))
             watches = sum(n for key, n in self.requests.items() if key.startswith("WATCH"))
-            return Counts(lists, watches, self.open_watches)
+            return Counts(lists, watches)
 
 
 def namespace_name(index: int) -> str:

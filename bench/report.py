@@ -19,10 +19,12 @@ class Stats:
     errors: int
     server_cpu_ms: float  # server CPU time (all its processes) per request
     client_cpu: float  # busiest load generator process: CPU seconds per second of the window
-    api_requests: int | None = None  # requests the API server saw during the load phase
+    # Requests other than watches (lists, gets) the API server answered during the load phase:
+    # what a request that called the API server would show up as.
+    api_reads: int | None = None
 
     @classmethod
-    def of(cls, result: Result, server_cpu_seconds: float, api_requests: int | None = None) -> Stats:
+    def of(cls, result: Result, server_cpu_seconds: float, api_reads: int | None = None) -> Stats:
         latencies = sorted(result.latencies)
         count = len(latencies)
         window = result.window or 1.0
@@ -35,7 +37,7 @@ class Stats:
             errors=result.errors,
             server_cpu_ms=server_cpu_seconds / count * 1000 if count else math.nan,
             client_cpu=result.cpu_seconds / window,
-            api_requests=api_requests,
+            api_reads=api_reads,
         )
 
 
@@ -159,6 +161,7 @@ def render(report: Report) -> str:
         r = report.replica
         out.append(f"\none replica ({r.get('layout')}, {r.get('namespaces')} namespaces): worker RSS "
                    f"{r.get('rss_mib')} MiB (PSS {r.get('pss_mib')} MiB); {r.get('watches')} watch connections "
-                   f"to the API server; {r.get('api_requests_during_load')} API server requests during "
-                   f"{r.get('load_phases')} load phases")
+                   f"to the API server; during {r.get('load_phases')} load phases the API server answered "
+                   f"{r.get('api_reads_during_load')} lists or gets and {r.get('watches_during_load')} watch "
+                   f"requests (watches end after 4 to 6 minutes and are renewed)")
     return "\n".join(out)

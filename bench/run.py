@@ -97,7 +97,8 @@ class Bench:
         count = generators or max(1, len(self.client_cpus or cpus) if pin else len(cpus) // 2)
         self.generators = Generators(count, self.client_cpus)
         self.tls = authority.dev_bundle(workdir)
-        self.api_requests = 0
+        self.api_reads = 0
+        self.api_watches = 0
         self.load_phases = 0
 
     def close(self) -> None:
@@ -146,16 +147,17 @@ class Bench:
         before = cluster.counts() if cluster else None
         result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
                                           concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds)
-        api_requests = None
+        api_reads = None
         if cluster and before:
             after = cluster.counts()
-            api_requests = (after.lists - before.lists) + (after.watches - before.watches)
-            self.api_requests += api_requests
+            api_reads = after.lists - before.lists
+            self.api_reads += api_reads
+            self.api_watches += after.watches - before.watches
             self.load_phases += 1
         if result.errors:
             raise RuntimeError(f"{server.name}: {result.errors} failed requests, first: {result.first_error}\n"
                                f"{server.output()[-3000:]}")
-        return Stats.of(result, cpu, api_requests)
+        return Stats.of(result, cpu, api_reads)
 
     def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
                 payload: str, load: list[Payload], concurrency: int) -> Comparison:
@@ -287,7 +289,8 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
 
     if "namespaces" in tables:
         report.namespaces[:0] = [namespaces_row(bench, size) for size in plan.namespaces[:-1]]
-    report.replica.update(api_requests_during_load=bench.api_requests, load_phases=bench.load_phases)
+    report.replica.update(api_reads_during_load=bench.api_reads, watches_during_load=bench.api_watches,
+                          load_phases=bench.load_phases)
 
 
 def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:

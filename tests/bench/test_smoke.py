@@ -31,7 +31,7 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
         assert _finite(row["throughput_ratio"]) and row["throughput_ratio"] > 0, row
         assert _finite(row["p99_ratio"]) and row["p99_ratio"] > 0, row
         assert row["ours"]["errors"] == 0 and row["floor"]["errors"] == 0
-        assert row["ours"]["api_requests"] == 0  # answering never calls the API server
+        assert row["ours"]["api_reads"] == 0  # answering never calls the API server
     assert [row["payload"] for row in report["payloads"]] == ["large-job", "large-job", "50 objects to v1alpha2"]
     assert report["main"][0]["note"].startswith("allowed, 2 warnings")  # the policy did its work
 
@@ -45,5 +45,5 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
     replica = report["replica"]
     assert replica["watches"] == 6 * int(replica["layout"].split()[0])  # six kinds per worker process
     assert replica["rss_mib"] > 0
-    assert replica["api_requests_during_load"] == 0 and replica["load_phases"] > 0
+    assert replica["api_reads_during_load"] == 0 and replica["load_phases"] > 0
     assert "| /validate | upstream examples | 8 |" in done.stdout  # the printed tables
