@@ -7,9 +7,7 @@ rule messages that quote values), because a job spec routinely carries secrets.
 """
 from __future__ import annotations
 
-import atexit
 import json
-import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -65,61 +63,17 @@ def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
 
 
 class AuditLog:
-    """An ``Admission`` observer writing ``record(decision)`` as one line to ``stream``.
+    """An ``Admission`` observer writing ``record(decision)`` as one line to ``stream``."""
 
-    With ``background=True`` (``serve``) a request thread only queues its line and one thread
-    writes them. Writing in the request thread meant a system call (the flush) under the lock
-    that keeps lines whole: under load every other request waited behind it, and behind the GIL
-    the writer needed back, about 1.5 ms per request at 8 concurrent requests. Lines still leave
-    within a moment, in order, and the queue is written out when the process exits."""
-
-    def __init__(self, stream: TextIO | None = None, clock: Callable[[], datetime] | None = None, *,
-                 background: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, clock: Callable[[], datetime] | None = None) -> None:
         self._stream = stream
         self._clock = clock
         self._lock = threading.Lock()  # whole lines, even from many threads
-        self._queue: queue.SimpleQueue[str | threading.Event] | None = None
-        if background:
-            self._queue = queue.SimpleQueue()
-            threading.Thread(target=self._write_queued, name="audit-log", daemon=True).start()
-            atexit.register(self.flush)
 
     def __call__(self, decision: Decision) -> None:
         now = self._clock() if self._clock else None
         line = json.dumps(record(decision, now), separators=(",", ":"), ensure_ascii=False) + "\n"
-        if self._queue is not None:
-            self._queue.put(line)
-        else:
-            self._write(line)
-
-    def flush(self, timeout: float = 5.0) -> None:
-        """Returns once every line queued so far is written (at exit, and for tests)."""
-        if self._queue is not None:
-            written = threading.Event()
-            self._queue.put(written)
-            written.wait(timeout)
-
-    def _write_queued(self) -> None:
-        assert self._queue is not None
-        while True:
-            batch = [self._queue.get()]
-            while True:  # whatever else is queued goes out in the same write
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._write("".join(item for item in batch if isinstance(item, str)))
-            except Exception:  # noqa: BLE001 - a closed or broken stdout must not end the writer
-                pass
-            for item in batch:
-                if isinstance(item, threading.Event):
-                    item.set()
-
-    def _write(self, text: str) -> None:
-        if not text:
-            return
         stream = self._stream or sys.stdout  # looked up late, so a redirected stdout is honoured
         with self._lock:
-            stream.write(text)
+            stream.write(line)
             stream.flush()

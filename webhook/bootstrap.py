@@ -53,7 +53,7 @@ def observe(runtime: Runtime, options: ServeOptions) -> None:
     runtime.admission.observers.append(metrics.observe_decision)
     runtime.conversion.observers.append(metrics.record_conversion)
     if options.audit_log:
-        runtime.admission.observers.append(AuditLog(background=True))
+        runtime.admission.observers.append(AuditLog())
     if options.cert_file is not None:
         metrics.set_certificate_expiry(options.cert_file)
 
