@@ -194,13 +194,16 @@ def map_diff(src: Mapping[str, Any], dst: Mapping[str, Any], pointer: str = "") 
     replaced, nothing removed, no list edited. None for anything else (a removal can pair with an
     addition into a ``move``; lists are diffed by index), which is left to jsonpatch. The request
     object is large and the edit small: jsonpatch builds pointers and searches its operations for
-    every key it visits, a quarter of a /mutate request; equal subtrees are skipped here at C speed."""
+    every key it visits, a quarter of a /mutate request; equal subtrees are skipped here at C speed.
+    Like ``_differing``, it compares subtrees with ``==``, which holds ``1`` and ``true`` equal
+    inside them: mutations write strings and maps, and the working copy is a JSON round trip of
+    the request, so an untouched subtree is identical in JSON too."""
     ops: list[dict[str, Any]] = []
     for key, value in src.items():
         if key not in dst:
             return None
         other = dst[key]
-        if value == other:
+        if value == other and type(value) is type(other):  # 0 == False, but not in JSON
             continue
         path = f"{pointer}/{_escape(key)}"
         if isinstance(value, dict) and isinstance(other, dict):
@@ -232,7 +235,7 @@ def _differing(src: Mapping[str, Any], dst: Mapping[str, Any]) -> tuple[dict[str
     for key, value in src.items():
         if key in dst:
             other = dst[key]
-            if value == other:
+            if value == other and type(value) is type(other):
                 continue
             if isinstance(value, dict) and isinstance(other, dict):
                 value, other = _differing(value, other)
