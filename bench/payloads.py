@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.conversion import SERVED_VERSIONS, convert
+from policies.conversion import SERVED_VERSIONS
 from policies.jobs import HUB_API_VERSION
 from policies.structural import as_admitted
 from tests.builders import mpijob
@@ -156,9 +156,3 @@ def worker_count_payloads(namespace: str, counts: tuple[int, ...] = (2, 100)) ->
         payloads.append(Payload(f"{workers} workers", "/validate",
                                 _encode(admission_review("/validate", job, namespace))))
     return payloads
-
-
-def converts_cleanly(payload: Payload) -> bool:
-    """Every object of a ConversionReview payload converts (a sanity check before timing it)."""
-    request = json.loads(payload.body)["request"]
-    return all(convert(o, request["desiredAPIVersion"]).obj for o in request["objects"])
