@@ -55,7 +55,7 @@ class Plan:
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
             rule_counts=(0, 10, 14), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
 # Every table, with the fewest rows that keep each code path working.
-QUICK = Plan(seconds=0.25, warmup=0.2, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
+QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
              layouts=(), payloads_per_endpoint=1)
 
 
