@@ -1,6 +1,7 @@
 """The benchmark: ``mpijob-webhook serve`` (gunicorn, TLS, the example policy file, watch caches of
-an in-test API server holding 10,000 namespaces) against the floor (the same server stack with a
-fixed answer), under load from separate processes over kept-alive HTTPS connections.
+an in-test API server holding 10,000 namespaces) against the floor (the same server stack doing
+no policy work: it answers with the request's uid), under load from separate processes over
+kept-alive HTTPS connections.
 
     python3 -m bench run                  # the full run (about 10 minutes), tables on stdout
     python3 -m bench run --quick          # a smoke run of every table (under a minute)
@@ -332,7 +333,7 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: every table, tiny sizes, short windows")
-    parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.25)")
+    parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--namespaces", type=int, nargs="+", help="cluster sizes (default 1 1000 10000)")
     parser.add_argument("--workers", type=int, default=ServeOptions.workers, help="gunicorn workers (default %(default)s)")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads, help="threads per worker (default %(default)s)")
