@@ -132,4 +132,12 @@ def test_digest_pinning_can_be_required():
     (finding,) = pinned
     assert finding.path == f"{WORKER}.containers[0].image"
     assert finding.value == "mpi:1"
-    assert 'write it as "mpi:1@sha256:<digest>"' in finding.message
+    assert 'pin it by digest so every pod runs the same bits: "mpi:1@sha256:<digest>"' in finding.message
+
+
+def test_digest_warning_for_an_upstream_image_arrives_whole():
+    from policies.messages import WARNING_LIMIT, line
+
+    (finding,) = [f for f in check(job_with_images(f"mpi@{DIGEST}", "mpioperator/mpi-pi:openmpi"), require_digest=True)
+                  if f.ceiling is Action.DENY]
+    assert len(line(finding)) <= WARNING_LIMIT, line(finding)
