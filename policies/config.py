@@ -498,20 +498,21 @@ class _Reader:
     def apply(self, patch: SettingsPatch, settings: Settings, path: str) -> Settings:
         """``patch`` over ``settings``; a Params ``__post_init__`` refusing the result is a problem."""
         for rule_id, rule in patch.rules.items():
-            params = _construct_params(type(settings.params(rule_id)), rule.params,
-                                       _child(_child(_child(path, "rules"), rule_id), "params"),
-                                       self.problems, base=settings.params(rule_id))
-            if params is not None:
+            if self._params_accepted(settings, "rules", rule_id, rule.params, path):
                 settings = settings.with_rule(rule_id, action=rule.action, **rule.params)
         for mutation_id, mutation in patch.mutations.items():
-            params = _construct_params(type(settings.params(mutation_id)), mutation.params,
-                                       _child(_child(_child(path, "mutations"), mutation_id), "params"),
-                                       self.problems, base=settings.params(mutation_id))
-            if params is not None:
+            if self._params_accepted(settings, "mutations", mutation_id, mutation.params, path):
                 settings = settings.with_mutation(mutation_id, enabled=mutation.enabled, **mutation.params)
         if patch.cluster_unavailable is not None:
             settings = dataclasses.replace(settings, cluster_unavailable=patch.cluster_unavailable)
         return settings
+
+    def _params_accepted(self, settings: Settings, section: str, ident: str, params: Mapping[str, Any],
+                         path: str) -> bool:
+        """Whether ``params`` over the current ones build a valid Params (problems recorded if not)."""
+        current = settings.params(ident)
+        return _construct_params(type(current), params, _child(_child(_child(path, section), ident), "params"),
+                                 self.problems, base=current) is not None
 
     def _cluster_unavailable(self, data: Mapping[str, Any], path: str) -> Action | None:
         if "clusterUnavailable" not in data:
