@@ -1,22 +1,26 @@
 """``python3 -m bench run [--quick] [...]`` (see ``bench.run``) and
-``python3 -m bench profile /validate [...]`` (see ``bench.profile``)."""
+``python3 -m bench profile /validate [...]`` (see ``bench.profile``) and
+``python3 -m bench overhead [...]`` (see ``bench.overhead``)."""
 from __future__ import annotations
 
 import sys
 
 USAGE = """usage: python3 -m bench run [--quick] [--json FILE] [...]   load test against the floor
        python3 -m bench profile /validate [...]             where one request's time goes
+       python3 -m bench overhead [...]                      in-process CPU per request, ours vs the floor
 (add --help to either for the options)"""
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("run", "profile"):
+    if not argv or argv[0] not in ("run", "profile", "overhead"):
         print(USAGE, file=sys.stderr)
         return 2
     if argv[0] == "run":
         from bench.run import main as command
-    else:
+    elif argv[0] == "profile":
         from bench.profile import main as command
+    else:
+        from bench.overhead import main as command
     return command(argv[1:])
 
 

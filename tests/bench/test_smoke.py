@@ -47,3 +47,14 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
     assert replica["rss_mib"] > 0
     assert replica["api_reads_during_load"] == 0 and replica["load_phases"] > 0
     assert "| /validate | upstream examples | 8 |" in done.stdout  # the printed tables
+
+
+def test_overhead_compares_each_endpoint_with_the_floor() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "overhead", "--requests", "20", "--rounds", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ENDPOINTS
+    for line in lines:
+        floor, ours, added = (float(line.split(label)[1].split()[0]) for label in ("floor", "ours", "added"))
+        assert floor > 0 and ours > 0 and abs(added - (ours - floor)) <= 1, line  # rounding
