@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.conversion.tree import ABSENT, Path, Tree, digest, get, prefix_related
+from policies.conversion.tree import ABSENT, Path, Tree, digest, get, is_mapping, prefix_related
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +58,36 @@ def diff(derived: Any, original: Any, path: Path = ()) -> list[Edit]:
     """Edits that turn ``derived`` into ``original``; maps key by key, equal-length lists element
     by element unless their named elements were reordered, anything else replaced whole: an
     element moved to another place is never patched field by field into the one now there."""
-    if same(derived, original):
-        return []
-    if isinstance(derived, Mapping) and isinstance(original, Mapping):
-        edits: list[Edit] = []
+    edits: list[Edit] = []
+    _diff(derived, original, path, edits)
+    return edits
+
+
+def _diff(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
+    # One walk, no separate "equal?" pass first: maps that turn out equal add no edit on the
+    # way, and subtrees the derivations passed through are the same object, skipped at once.
+    if derived is original:
+        return
+    if _is_map(derived) and _is_map(original):
         for key, value in original.items():
             if key in derived:
-                edits.extend(diff(derived[key], value, path + (key,)))
+                child = derived[key]
+                if child is not value:
+                    _diff(child, value, path + (key,), edits)
             else:
                 edits.append((path + (key,), "-", value))
         for key, value in derived.items():
             if key not in original:
                 edits.append((path + (key,), digest(value), ABSENT))
-        return edits
-    if isinstance(derived, list) and isinstance(original, list) and _aligned(derived, original):
-        edits = []
-        for index, (left, right) in enumerate(zip(derived, original)):
-            edits.extend(diff(left, right, path + (index,)))
-        return edits
-    return [(path, digest(derived), original)]
+        return
+    if isinstance(derived, list) and isinstance(original, list):
+        if _aligned(derived, original):
+            for index, (left, right) in enumerate(zip(derived, original)):
+                if left is not right:
+                    _diff(left, right, path + (index,), edits)
+            return
+    if not same(derived, original):
+        edits.append((path, digest(derived), original))
 
 
 def same(left: Any, right: Any) -> bool:
@@ -84,12 +95,15 @@ def same(left: Any, right: Any) -> bool:
     subtrees (the converters copy only what they change) compare by identity, at no cost."""
     if left is right:
         return True
-    if isinstance(left, Mapping):
-        return isinstance(right, Mapping) and left.keys() == right.keys() and all(
+    if _is_map(left):
+        return _is_map(right) and left.keys() == right.keys() and all(
             same(value, right[key]) for key, value in left.items())
     if isinstance(left, list):
         return isinstance(right, list) and len(left) == len(right) and all(map(same, left, right))
     return type(left) is type(right) and left == right
+
+
+_is_map = is_mapping
 
 
 def _aligned(left: list[Any], right: list[Any]) -> bool:
@@ -102,7 +116,7 @@ def _aligned(left: list[Any], right: list[Any]) -> bool:
 
 
 def _names(items: list[Any]) -> list[str]:
-    return [repr(item.get("name")) if isinstance(item, Mapping) else "" for item in items]
+    return [repr(item.get("name")) if _is_map(item) else "" for item in items]
 
 
 def replay(obj: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence[Sequence[Path]] = ()) -> tuple[dict[str, Any], bool]:
@@ -155,9 +169,13 @@ def read(annotations: Mapping[str, Any]) -> dict[str, list[Edit]]:
         return {}
 
 
+# json.dumps(..., separators=(",", ":"), ensure_ascii=False), without building an encoder per call.
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def write(stash: Mapping[str, Sequence[Edit]]) -> str:
     versions = {version: [_encode(edit) for edit in edits] for version, edits in sorted(stash.items())}
-    return json.dumps({"format": _FORMAT, "versions": versions}, separators=(",", ":"), ensure_ascii=False)
+    return _compact_json({"format": _FORMAT, "versions": versions})
 
 
 def _encode(edit: Edit) -> list[Any]:

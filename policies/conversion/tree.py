@@ -24,14 +24,22 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+def is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, without the ABC machinery for the plain dicts that decoded
+    JSON is made of (the converters ask this for every node they look at)."""
+    return isinstance(value, dict) or isinstance(value, Mapping)
+
+
 def get(root: Any, path: Path) -> Any:
     """The value at ``path``, or ABSENT when any step is missing or of the wrong kind."""
     node = root
     for step in path:
         if isinstance(step, str):
-            if not isinstance(node, Mapping) or step not in node:
+            if not (isinstance(node, dict) or isinstance(node, Mapping)):
                 return ABSENT
-            node = node[step]
+            node = node.get(step, ABSENT)
+            if node is ABSENT:
+                return ABSENT
         else:
             if not isinstance(node, list) or not 0 <= step < len(node):
                 return ABSENT
@@ -41,7 +49,7 @@ def get(root: Any, path: Path) -> Any:
 
 def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one: converters read defensively."""
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, dict) or isinstance(value, Mapping) else {}
 
 
 def integer(value: Any) -> int | None:
@@ -49,12 +57,30 @@ def integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building
+# an encoder per call.
+_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
+def canonical(value: Any) -> str:
+    """``value`` as canonical JSON (sorted keys, no spaces). Strings, integers, booleans and
+    null, most of what gets fingerprinted, are spelled here as ``json`` spells them: its
+    encoder costs more to set up than to run on one scalar."""
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return _canonical_json(value)
+
+
 def digest(value: Any) -> str:
     """A short fingerprint of a JSON value (or of ABSENT) for "is it still what it was" checks."""
     if value is ABSENT:
         return "-"
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(canonical(value).encode(), digest_size=8).hexdigest()
 
 
 def display(path: Path) -> str:

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.conversion import STASH_ANNOTATION, convert
-from policies.conversion.stash import read, replay, write
+from policies.conversion.stash import read, replay, same, write
 from policies.conversion.stash import diff as stash_diff
-from policies.conversion.tree import ABSENT, Tree, display, get
+from policies.conversion.tree import ABSENT, Tree, digest, display, get
 from tests.conversion.common import HUB, without_stash
 
 JSON = st.recursive(
@@ -19,8 +20,11 @@ JSON = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3),
                             st.dictionaries(st.sampled_from(["a", "b", "name", "x/y", "~"]), inner, max_size=3)),
     max_leaves=12)
+# A few ms per example (two random trees each): a fifth of the profile's examples.
+TREES = settings(max_examples=max(100, settings().max_examples // 5))
 
 
+@TREES
 @given(derived=st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3),
        original=st.dictionaries(st.sampled_from(["a", "b", "c"]), JSON, max_size=3))
 def test_replaying_the_diff_gives_the_original_and_leaves_the_input_alone(derived, original):
@@ -60,6 +64,82 @@ def test_reordered_named_elements_are_replaced_whole():
     assert stash_diff(derived, original) == [((), stash_diff(derived, None)[0][1], original)]
     renamed = [{"name": "launcher", "image": "a"}, {"name": "log", "image": "b"}]
     assert stash_diff(derived, renamed) == [((0, "name"), stash_diff("mpi", None)[0][1], "launcher")]
+
+
+# --- the fast diff against the plain definition it replaced -----------------------------------
+def _reference_same(left, right):
+    if left is right:
+        return True
+    if isinstance(left, Mapping):
+        return isinstance(right, Mapping) and left.keys() == right.keys() and all(
+            _reference_same(value, right[key]) for key, value in left.items())
+    if isinstance(left, list):
+        return isinstance(right, list) and len(left) == len(right) and all(map(_reference_same, left, right))
+    return type(left) is type(right) and left == right
+
+
+def _reference_names(items):
+    return [repr(item.get("name")) if isinstance(item, Mapping) else "" for item in items]
+
+
+def _reference_diff(derived, original, path=()):
+    """Compare everything first, then recurse: the simplest statement of what ``diff`` returns."""
+    if _reference_same(derived, original):
+        return []
+    if isinstance(derived, Mapping) and isinstance(original, Mapping):
+        edits = []
+        for key, value in original.items():
+            if key in derived:
+                edits.extend(_reference_diff(derived[key], value, path + (key,)))
+            else:
+                edits.append((path + (key,), "-", value))
+        edits.extend((path + (key,), digest(value), ABSENT) for key, value in derived.items() if key not in original)
+        return edits
+    if isinstance(derived, list) and isinstance(original, list) and len(derived) == len(original):
+        names, other = _reference_names(derived), _reference_names(original)
+        if names == other or sorted(names) != sorted(other):
+            return [edit for index, pair in enumerate(zip(derived, original))
+                    for edit in _reference_diff(*pair, path + (index,))]
+    return [(path, digest(derived), original)]
+
+
+# Leaves that ``==`` confuses (1, 1.0, true; 0.0 and -0.0), and named elements to reorder.
+TRICKY = st.one_of(st.none(), st.booleans(), st.integers(-1, 2), st.sampled_from([0.0, -0.0, 1.0, 2.5, "a", "name"]))
+TRICKY_JSON = st.recursive(TRICKY, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.lists(st.fixed_dictionaries({"name": st.sampled_from(["mpi", "log", 0.0, -0.0])}, optional={"image": inner}),
+             max_size=3),
+    st.dictionaries(st.sampled_from(["a", "b", "name"]), inner, max_size=3)), max_leaves=6)
+
+
+def _near(data, value):
+    """A tree like the converters make from ``value``: most subtrees shared, some rebuilt equal,
+    some changed, keys dropped or added, lists reordered."""
+    choice = data.draw(st.integers(0, 6))
+    if choice == 0:
+        return data.draw(TRICKY_JSON)
+    if choice == 1:
+        return value
+    if choice == 2:
+        return copy.deepcopy(value)
+    if isinstance(value, dict):
+        out = {key: _near(data, child) for key, child in value.items() if data.draw(st.integers(0, 5))}
+        if data.draw(st.booleans()):
+            out[data.draw(st.sampled_from(["a", "b", "c"]))] = data.draw(TRICKY_JSON)
+        return out
+    if isinstance(value, list):
+        out = [_near(data, child) for child in value]
+        return out[::-1] if data.draw(st.integers(0, 3)) == 0 else out
+    return value
+
+
+@TREES
+@given(original=TRICKY_JSON, data=st.data())
+def test_diff_finds_exactly_the_edits_of_the_plain_definition(original, data):
+    derived = _near(data, original)
+    assert stash_diff(derived, original) == _reference_diff(derived, original)
+    assert stash_diff(original, derived) == _reference_diff(original, derived)
+    assert same(derived, original) is _reference_same(derived, original)
 
 
 @pytest.mark.parametrize("value", ["not json", '{"format": 2, "versions": {}}', '{"format": 1}',
