@@ -3,14 +3,21 @@
 Defined here, implemented in ``webhook`` by watch-backed caches, and in tests by
 ``StaticClusterView``. Objects are plain dicts in the Kubernetes JSON shape (camelCase keys),
 exactly as the API server serves them. Nothing here may block or perform I/O.
+
+What a view returns is a snapshot: never changed once returned, and the very same object on
+every call until something in it changes (then a new one). Rules rely on this to derive data
+from cluster state (parsed quotas, node capacities) once per change instead of once per
+request: see ``SnapshotMemo``.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 Obj = Mapping[str, Any]
+_V = TypeVar("_V")
 
 
 class ClusterView(Protocol):
@@ -41,7 +48,10 @@ class ClusterView(Protocol):
 
 @dataclass(frozen=True)
 class StaticClusterView:
-    """An in-memory ClusterView: for unit tests, the offline checker and ``serve --dev``."""
+    """An in-memory ClusterView: for unit tests, the offline checker and ``serve --dev``.
+
+    Its objects and sequences are snapshots like any view's: give it new ones (a new view)
+    rather than editing them in place, or rules may keep reading what they derived before."""
 
     quotas: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
     ranges: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
@@ -71,6 +81,38 @@ class StaticClusterView:
 
     def mpijobs(self, namespace: str) -> Sequence[Obj]:
         return self.jobs.get(namespace, ())
+
+
+class SnapshotMemo(Generic[_V]):
+    """``derive(*snapshots)``, computed once per distinct combination of snapshot objects.
+
+    Entries are found by the identity of the snapshots (they need not be hashable, and
+    comparing them would cost what deriving saves). Each entry holds on to its snapshots, so
+    their ids cannot be reused by other objects while it lives. Beyond ``size`` entries the
+    oldest goes first: a cluster with more namespaces than that in use derives some of them
+    again, as often as they change hands, never more than once per request.
+    """
+
+    def __init__(self, derive: Callable[..., _V], size: int = 1024) -> None:
+        self._derive = derive
+        self._size = size
+        self._entries: dict[tuple[int, ...], tuple[tuple[object, ...], _V]] = {}
+        self._lock = threading.Lock()  # writers only: request threads read without it
+
+    def __call__(self, *snapshots: object) -> _V:
+        key = tuple(map(id, snapshots))
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry[1]  # its snapshots are alive, so they are the very objects asked about
+        value = self._derive(*snapshots)
+        with self._lock:
+            while len(self._entries) >= self._size:
+                del self._entries[next(iter(self._entries))]
+            self._entries[key] = (snapshots, value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 NO_CLUSTER = StaticClusterView(
