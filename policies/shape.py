@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.base import Finding, Problem
 
@@ -128,70 +128,134 @@ def _walk_mapping(value: Mapping[str, Any], schema: Mapping[str, Any], path: str
 # --- the fast path -------------------------------------------------------------------------
 # Nearly every object is well typed. The walk above builds a path string and a generator for
 # every value it visits, to say where a problem is; the checker below answers only "no problem
-# at all?" with one closure per schema node, compiled once. It accepts exactly what the walk
-# finds nothing in, so the walk runs only for objects that have a problem to report.
+# at all?", compiled once from the schema. It accepts exactly what the walk finds nothing in, so
+# the walk runs only for objects that have a problem to report.
+#
+# Most values are scalars, and decoded JSON has exact types: a value is checked by looking its
+# type up in the set of types its schema node accepts outright (``_Node.exact``), without a
+# call. Only values of other types (subclasses, a Mapping that is not a dict) and nested objects
+# and lists take a call (``_Node.check``). Every decision about a schema node (its type, its
+# children, whether it is a map of one kind of value) is taken here once, not again per value.
 
 Check = Callable[[Any], bool]
+_NONE = type(None)
+_NOTHING: frozenset[type] = frozenset()
+_ONLY_NULL: frozenset[type] = frozenset({_NONE})
+
+# The types of decoded JSON that pass a node of each schema type without a further look; null
+# passes every node (the API server drops nulls of non-nullable fields).
+_EXACT: dict[str, frozenset[type]] = {
+    "object": frozenset({dict, _NONE}),
+    "array": frozenset({list, _NONE}),
+    "string": frozenset({str, _NONE}),
+    "integer": frozenset({int, _NONE}),
+    "number": frozenset({int, float, _NONE}),
+    "boolean": frozenset({bool, _NONE}),
+}
+_INT_OR_STRING = frozenset({str, int, _NONE})
+
+
+class _Node(NamedTuple):
+    exact: frozenset[type]  # types accepted without a call; only null for a node with children
+    check: Check  # the whole answer, for a value of any type
 
 
 @cache
 def _well_typed() -> Check:
-    return _compile(_checked_schema())
-
-
-def _is_mapping(value: Any) -> bool:
-    return type(value) is dict or isinstance(value, Mapping)  # decoded JSON: the exact type, fast
-
-
-_IS_TYPE: dict[str, Check] = {
-    "object": _is_mapping,
-    "array": lambda value: isinstance(value, list),
-    "string": lambda value: isinstance(value, str),
-    "integer": lambda value: _matches(value, "integer"),
-    "number": lambda value: _matches(value, "number"),
-    "boolean": lambda value: isinstance(value, bool),
-}
+    return _compile(_checked_schema()).check
 
 
 def _anything(value: Any) -> bool:
     return True
 
 
-def _compile(schema: Mapping[str, Any]) -> Check:
+def _compile(schema: Mapping[str, Any]) -> _Node:
     if schema.get("x-kubernetes-int-or-string"):
-        return lambda value: value is None or isinstance(value, str) or _matches(value, "integer")
-    is_type = _IS_TYPE.get(schema.get("type") or "")
-    properties = {key: _compile(item) for key, item in (schema.get("properties") or {}).items()}
+        return _Node(_INT_OR_STRING, _is_int_or_string)
+    type_name = schema.get("type")
     additional = schema.get("additionalProperties")
     other = _compile(additional) if isinstance(additional, Mapping) else None
-    items = _compile(schema["items"]) if "items" in schema else None
-    required = tuple(schema.get("required") or ())
-    if not properties and other is None and items is None and not required:
+    if type_name == "object" and (schema.get("properties") or schema.get("required")):
+        properties = {key: _compile(item) for key, item in (schema.get("properties") or {}).items()}
+        check = _object_check(properties, other, tuple(schema.get("required") or ()))
+    elif type_name == "object" and other is not None:
+        check = _map_check(other)
+    elif type_name == "array" and "items" in schema:
+        check = _list_check(_compile(schema["items"]))
+    elif type_name in _EXACT:
         # Nothing below this node is checked (and an enum only ends the walk): its type is all.
-        if is_type is None:
-            return _anything
-        return lambda value: value is None or is_type(value)
-    enum = schema.get("enum")
+        return _Node(_EXACT[type_name], _type_check(type_name))
+    elif schema.get("properties") or schema.get("required") or other or "items" in schema:
+        raise ValueError(f"unsupported schema node: children under type {type_name!r}")
+    else:
+        return _Node(_NOTHING, _anything)  # no type the walk knows: it checks nothing here either
+    if "enum" in schema:
+        # The walk ends at a value that is none of the choices, children unchecked; this
+        # embedded CRD has enums only on scalars, so that case is refused, not compiled.
+        raise ValueError(f"unsupported schema node: an enum on a {type_name} with children")
+    return _Node(_ONLY_NULL, check)
+
+
+def _type_check(type_name: str) -> Check:
+    return lambda value: value is None or _matches(value, type_name)
+
+
+def _is_int_or_string(value: Any) -> bool:
+    return value is None or isinstance(value, str) or _matches(value, "integer")
+
+
+def _object_check(properties: dict[str, _Node], other: _Node | None, required: tuple[str, ...]) -> Check:
+    def check(value: Any) -> bool:
+        if type(value) is not dict:
+            if value is None:
+                return True
+            if not isinstance(value, Mapping):
+                return False
+        for key in required:
+            if value.get(key) is None:
+                return False
+        for key, item in value.items():
+            node = properties.get(key, other)
+            if node is None:
+                continue  # undeclared: the API server prunes it
+            exact, accepts = node
+            if type(item) not in exact and not accepts(item):
+                return False
+        return True
+
+    return check
+
+
+def _map_check(values: _Node) -> Check:
+    """Only ``additionalProperties`` (labels, resource quantities, replica specs): no lookup per key."""
+    exact, accepts = values
 
     def check(value: Any) -> bool:
-        if value is None:
-            return True
-        if is_type is not None and not is_type(value):
-            return False
-        if enum is not None and value not in enum:
-            return True
-        if _is_mapping(value):
-            for key in required:
-                if value.get(key) is None:
-                    return False
-            for key, item in value.items():
-                checker = properties.get(key, other)
-                if checker is not None and not checker(item):
-                    return False
-        elif items is not None and isinstance(value, list):
-            for item in value:
-                if not items(item):
-                    return False
+        if type(value) is not dict:
+            if value is None:
+                return True
+            if not isinstance(value, Mapping):
+                return False
+        for item in value.values():
+            if type(item) not in exact and not accepts(item):
+                return False
+        return True
+
+    return check
+
+
+def _list_check(items: _Node) -> Check:
+    exact, accepts = items
+
+    def check(value: Any) -> bool:
+        if type(value) is not list:
+            if value is None:
+                return True
+            if not isinstance(value, list):
+                return False
+        for item in value:
+            if type(item) not in exact and not accepts(item):
+                return False
         return True
 
     return check
