@@ -5,7 +5,7 @@ problem is reported once, by one rule.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from policies.base import Finding, Problem
@@ -28,15 +28,16 @@ ROLE_OF_FIRST_CONTAINER = {
 }
 
 
-def replica_problems(rule: str, replica_type: str, replica: Mapping[str, Any]) -> Iterator[Finding]:
+def replica_problems(rule: str, replica_type: str, replica: Mapping[str, Any]) -> list[Finding]:
     """restartPolicy and containers of one present replica spec."""
-    base = replica_path(replica_type)
+    problems = []
     policy = replica.get("restartPolicy")
     if policy and policy not in RESTART_POLICIES:
-        yield not_supported(rule, f"{base}.restartPolicy", policy, RESTART_POLICIES,
-                            why=_REFUSED_RESTART_POLICIES.get(policy, ""))
+        problems.append(not_supported(rule, f"{replica_path(replica_type)}.restartPolicy", policy, RESTART_POLICIES,
+                                      why=_REFUSED_RESTART_POLICIES.get(policy, "")))
     if not pod_spec(replica).get("containers"):
-        path = f"{base}.template.spec.containers"
+        path = f"{replica_path(replica_type)}.template.spec.containers"
         role = ROLE_OF_FIRST_CONTAINER.get(replica_type, "its image")
-        yield Finding(rule, path, f"the {replica_type} pod template has no containers; "
-                                  f"add at least one under {path}, with {role}", Problem.REQUIRED)
+        problems.append(Finding(rule, path, f"the {replica_type} pod template has no containers; "
+                                            f"add at least one under {path}, with {role}", Problem.REQUIRED))
+    return problems

@@ -10,8 +10,6 @@ other rules judge it as it is.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from policies.base import UNSET, Action, Finding, NoParams, Problem, RuleContext
 from policies.conversion.notes import current_problems
 from policies.conversion.tree import ABSENT
@@ -23,7 +21,7 @@ class ConversionProblem:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
-        for recorded in current_problems(ctx.job):
-            yield Finding(self.id, recorded.field, f"{recorded.message} (written as {recorded.source})",
-                          Problem.INVALID, UNSET if recorded.value is ABSENT else recorded.value)
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        return [Finding(self.id, recorded.field, f"{recorded.message} (written as {recorded.source})",
+                        Problem.INVALID, UNSET if recorded.value is ABSENT else recorded.value)
+                for recorded in current_problems(ctx.job)]

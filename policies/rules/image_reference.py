@@ -9,13 +9,13 @@ mismatch between ranks.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
-from policies.jobs import LAUNCHER, WORKER, all_containers, containers, replica_path, replica_spec
+from policies.jobs import LAUNCHER, WORKER, all_containers, containers, pod_spec, replica_path, replica_spec
 
 WARNING_MAX = 256  # the API server truncates longer warnings
 
@@ -32,50 +32,62 @@ class ImageReference:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         params: ImageReferenceParams = ctx.params(self.id)
+        findings = []
         for _, path, container in all_containers(ctx.job):
-            yield from self._reference(f"{path}.image", container.get("image"), params)
+            finding = self._reference(path, container.get("image"), params)
+            if finding is not None:
+                findings.append(finding)
         if params.warn_on_mismatch:
-            yield from self._mismatch(ctx.job)
+            mismatch = self._mismatch(ctx.job)
+            if mismatch is not None:
+                findings.append(mismatch)
+        return findings
 
-    def _reference(self, path: str, image: str | None, params: ImageReferenceParams) -> Iterator[Finding]:
+    def _reference(self, container_path: str, image: str | None, params: ImageReferenceParams) -> Finding | None:
         if not image:
-            yield Finding(self.id, path, f'every container needs an image to run; set {path}, e.g. "{EXAMPLE}"',
-                          Problem.REQUIRED)
-            return
+            path = f"{container_path}.image"
+            return Finding(self.id, path, f'every container needs an image to run; set {path}, e.g. "{EXAMPLE}"',
+                           Problem.REQUIRED)
         try:
             reference = parse_image(image)
         except BadImageReference as bad:
             fix = bad.fix or f'write it as [registry/]repository[:tag][@sha256:digest], e.g. "{EXAMPLE}"'
-            yield Finding(self.id, path, f"not a valid image reference: {bad}; {fix}", Problem.INVALID, image)
-            return
+            return Finding(self.id, f"{container_path}.image", f"not a valid image reference: {bad}; {fix}",
+                           Problem.INVALID, image)
         if params.require_digest and reference.digest is None:
             # Short enough to arrive whole as a warning (256 characters with path and value).
-            yield Finding(self.id, path, f'pin it by digest so every pod runs the same bits: "{image}@sha256:<digest>" '
-                                         "(crane digest prints it)",
-                          Problem.INVALID, image)
+            return Finding(self.id, f"{container_path}.image",
+                           f'pin it by digest so every pod runs the same bits: "{image}@sha256:<digest>" '
+                           "(crane digest prints it)",
+                           Problem.INVALID, image)
+        return None
 
-    def _mismatch(self, job: Mapping[str, Any]) -> Iterator[Finding]:
+    def _mismatch(self, job: Mapping[str, Any]) -> Finding | None:
         launcher = _first_image(job, LAUNCHER)
         worker = _first_image(job, WORKER)
-        if launcher is None or worker is None or launcher[1].same_image(worker[1]):
-            return
-        path = worker[0]
-        yield Finding(self.id, path, _mismatch_message(self.id, path, launcher[1], worker[1]),
-                      Problem.POLICY, ceiling=Action.WARN)
+        if launcher is None or worker is None or launcher.same_image(worker):
+            return None
+        path = _first_image_path(job, WORKER)
+        return Finding(self.id, path, _mismatch_message(self.id, path, launcher, worker),
+                       Problem.POLICY, ceiling=Action.WARN)
 
 
-def _first_image(job: Mapping[str, Any], replica_type: str) -> tuple[str, ParsedImage] | None:
-    """(field path, parsed reference) of the container the operator runs MPI in; None if unusable."""
-    first = next(containers(replica_spec(job, replica_type), replica_path(replica_type)), None)
-    if first is None:
+def _first_image(job: Mapping[str, Any], replica_type: str) -> ParsedImage | None:
+    """The parsed image of the container the operator runs MPI in; None if unusable."""
+    listed = pod_spec(replica_spec(job, replica_type)).get("containers")
+    if not listed:
         return None
-    path, container = first
     try:
-        return f"{path}.image", parse_image(container.get("image") or "")
+        return parse_image(listed[0].get("image") or "")
     except BadImageReference:
         return None  # already reported as invalid
+
+
+def _first_image_path(job: Mapping[str, Any], replica_type: str) -> str:
+    path, _ = next(containers(replica_spec(job, replica_type), replica_path(replica_type)))
+    return f"{path}.image"
 
 
 def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage) -> str:

@@ -14,8 +14,6 @@ characters, and the message speaks of the prefix. A request with neither a name 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.jobs import WORKER, replica_spec, spec
 from policies.messages import plural
@@ -68,16 +66,22 @@ class JobName:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         if not ctx.name:
-            return
+            return []
         generated = ctx.generated_name and len(ctx.name) > GENERATED_SUFFIX_LENGTH
         prefix = ctx.name[:-GENERATED_SUFFIX_LENGTH] if generated else ctx.name
         path = "metadata.generateName" if generated else "metadata.name"
-        problems = label_problems(ctx.name)
-        if problems:
-            yield self._not_a_label(path, prefix, problems, generated)
-        yield from self._too_long(ctx, path, prefix, generated)
+        findings = []
+        # A label has no problems to name: the one regular expression spares the three checks.
+        if not _DNS1035_LABEL.fullmatch(ctx.name):
+            problems = label_problems(ctx.name)
+            if problems:
+                findings.append(self._not_a_label(path, prefix, problems, generated))
+        too_long = self._too_long(ctx, path, prefix, generated)
+        if too_long is not None:
+            findings.append(too_long)
+        return findings
 
     def _not_a_label(self, path: str, written: str, problems: list[str], generated: bool) -> Finding:
         suggestion = label_suggestion(written + ("x" if generated else ""))
@@ -91,11 +95,11 @@ class JobName:
             Problem.INVALID, written,
         )
 
-    def _too_long(self, ctx: RuleContext, path: str, prefix: str, generated: bool) -> Iterator[Finding]:
+    def _too_long(self, ctx: RuleContext, path: str, prefix: str, generated: bool) -> Finding | None:
         workers = self._workers(ctx)
         derived = longest_derived_name(ctx.name, workers)
         if len(derived) <= DNS1035_LABEL_MAX:
-            return
+            return None
         limit = max_name_length(workers)
         count = plural(workers, "worker") if workers is not None else "no Worker spec"
         too_long = f'"{derived}" ({len(derived)} characters) is over the {DNS1035_LABEL_MAX} allowed for a DNS-1035 label'
@@ -107,7 +111,7 @@ class JobName:
         else:
             message = (f"the operator names pods after the job: {too_long}; with {count} the name may be at "
                        f"most {limit} characters: shorten it by {len(prefix) - limit}")
-        yield Finding(self.id, path, message, Problem.INVALID, prefix)
+        return Finding(self.id, path, message, Problem.INVALID, prefix)
 
     @staticmethod
     def _workers(ctx: RuleContext) -> int | None:

@@ -7,11 +7,11 @@ belong to ``replica-spec``, so each problem is reported once.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.jobs import LAUNCHER, replica_path, replica_spec
 from policies.replicas import replica_problems
+
+PATH = replica_path(LAUNCHER)
 
 
 class Launcher:
@@ -20,18 +20,18 @@ class Launcher:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         launcher = replica_spec(ctx.job, LAUNCHER)
-        path = replica_path(LAUNCHER)
         if launcher is None:
-            yield Finding(self.id, path,
-                          "an MPIJob needs a Launcher replica spec: the launcher pod runs mpirun; "
-                          f"add {path} with replicas: 1 and a pod template", Problem.REQUIRED)
-            return
+            return [Finding(self.id, PATH,
+                            "an MPIJob needs a Launcher replica spec: the launcher pod runs mpirun; "
+                            f"add {PATH} with replicas: 1 and a pod template", Problem.REQUIRED)]
+        findings = []
         replicas = launcher.get("replicas")
         if replicas is not None and replicas != 1:
-            yield Finding(self.id, f"{path}.replicas",
-                          f"an MPIJob has exactly 1 launcher (asked {replicas}); "
-                          f"set {path}.replicas to 1 or leave it unset, and add workers for more ranks",
-                          Problem.INVALID, replicas)
-        yield from replica_problems(self.id, LAUNCHER, launcher)
+            findings.append(Finding(self.id, f"{PATH}.replicas",
+                                    f"an MPIJob has exactly 1 launcher (asked {replicas}); "
+                                    f"set {PATH}.replicas to 1 or leave it unset, and add workers for more ranks",
+                                    Problem.INVALID, replicas))
+        findings += replica_problems(self.id, LAUNCHER, launcher)
+        return findings

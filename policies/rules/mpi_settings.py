@@ -9,7 +9,6 @@ applies the same defaults itself.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.base import Action, Finding, Problem, RuleContext
@@ -38,33 +37,38 @@ class MpiSettings:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         params: MpiSettingsParams = ctx.params(self.id)
         fields = spec(ctx.job)
+        findings = []
         implementation = fields.get("mpiImplementation")
         if implementation is not None and implementation not in params.implementations:
-            yield not_supported(self.id, "spec.mpiImplementation", implementation, params.implementations)
+            findings.append(not_supported(self.id, "spec.mpiImplementation", implementation, params.implementations))
         creation = fields.get("launcherCreationPolicy")
         if creation is not None and creation not in LAUNCHER_CREATION_POLICIES:
-            yield not_supported(self.id, "spec.launcherCreationPolicy", creation, LAUNCHER_CREATION_POLICIES)
+            findings.append(not_supported(self.id, "spec.launcherCreationPolicy", creation, LAUNCHER_CREATION_POLICIES))
         mount = fields.get("sshAuthMountPath")
         if mount is not None:
-            yield from self._ssh_path(mount)
+            ssh_path = self._ssh_path(mount)
+            if ssh_path is not None:
+                findings.append(ssh_path)
+        return findings
 
-    def _ssh_path(self, mount: str) -> Iterator[Finding]:
+    def _ssh_path(self, mount: str) -> Finding | None:
         if mount == "":
-            yield Finding(self.id, SSH_PATH,
-                          "must not be empty: the operator mounts the SSH keys of the launcher and workers "
-                          f'there; set it to the .ssh directory of the image\'s user, e.g. "{SSH_PATH_EXAMPLE}", '
-                          "or remove it for the default /root/.ssh", Problem.REQUIRED)
-        elif not mount.startswith("/"):
+            return Finding(self.id, SSH_PATH,
+                           "must not be empty: the operator mounts the SSH keys of the launcher and workers "
+                           f'there; set it to the .ssh directory of the image\'s user, e.g. "{SSH_PATH_EXAMPLE}", '
+                           "or remove it for the default /root/.ssh", Problem.REQUIRED)
+        if not mount.startswith("/"):
             suggestion = f"/{mount}" if mount[:1].isalnum() else SSH_PATH_EXAMPLE
-            yield Finding(self.id, SSH_PATH,
-                          'must be an absolute mount path inside the container ("~" and relative paths '
-                          f'are not expanded); set it to "{suggestion}", the .ssh directory of the image\'s user',
-                          Problem.INVALID, mount)
-        elif ".." in mount.split("/"):
-            yield Finding(self.id, SSH_PATH,
-                          'must not contain ".." (Kubernetes refuses such mount paths); '
-                          f'write the directory directly, e.g. "{SSH_PATH_EXAMPLE}"',
-                          Problem.INVALID, mount)
+            return Finding(self.id, SSH_PATH,
+                           'must be an absolute mount path inside the container ("~" and relative paths '
+                           f'are not expanded); set it to "{suggestion}", the .ssh directory of the image\'s user',
+                           Problem.INVALID, mount)
+        if ".." in mount.split("/"):
+            return Finding(self.id, SSH_PATH,
+                           'must not contain ".." (Kubernetes refuses such mount paths); '
+                           f'write the directory directly, e.g. "{SSH_PATH_EXAMPLE}"',
+                           Problem.INVALID, mount)
+        return None

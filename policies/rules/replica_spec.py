@@ -9,11 +9,9 @@ belongs to ``launcher`` and ``worker-count``; the Launcher's containers and rest
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.field_checks import closest_choice, likely_typo, quoted
-from policies.jobs import REPLICA_TYPES, WORKER, replica_path, replica_spec, replica_specs
+from policies.jobs import REPLICA_TYPES, WORKER, replica_path, replica_specs
 from policies.replicas import replica_problems
 
 
@@ -23,13 +21,13 @@ class ReplicaSpec:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
-        for key in replica_specs(ctx.job):
-            if key not in REPLICA_TYPES:
-                yield self._unknown(key)
-        worker = replica_spec(ctx.job, WORKER)
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        specs = replica_specs(ctx.job)
+        findings = [self._unknown(key) for key in specs if key not in REPLICA_TYPES]
+        worker = specs.get(WORKER)
         if worker is not None:
-            yield from replica_problems(self.id, WORKER, worker)
+            findings += replica_problems(self.id, WORKER, worker)
+        return findings
 
     def _unknown(self, key: str) -> Finding:
         guess = closest_choice(key, REPLICA_TYPES) or likely_typo(key, REPLICA_TYPES)

@@ -9,7 +9,7 @@ another controller, or to none).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ CLEAN_POD_POLICIES = ("All", "Running", "None")
 MPI_OPERATOR = "kubeflow.org/mpi-operator"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 BASE = "spec.runPolicy"
+MANAGED_BY_PATH = f"{BASE}.managedBy"
 COUNTS = ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit")
 SCHEDULING_COUNTS = ("minAvailable", "scheduleTimeoutSeconds")
 
@@ -54,51 +55,59 @@ class RunPolicy:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         params: RunPolicyParams = ctx.params(self.id)
         policy = run_policy(ctx.job)
+        findings = []
         clean = policy.get("cleanPodPolicy")
         if clean is not None and clean not in CLEAN_POD_POLICIES:
-            yield not_supported(self.id, f"{BASE}.cleanPodPolicy", clean, CLEAN_POD_POLICIES)
-        yield from self._counts(policy, COUNTS, BASE)
+            findings.append(not_supported(self.id, f"{BASE}.cleanPodPolicy", clean, CLEAN_POD_POLICIES))
+        findings += self._counts(policy, COUNTS, BASE)
         scheduling = policy.get("schedulingPolicy") or {}
-        yield from self._counts(scheduling, SCHEDULING_COUNTS, f"{BASE}.schedulingPolicy")
-        yield from self._min_resources(scheduling.get("minResources") or {})
-        yield from self._managed_by(ctx, policy, params)
+        findings += self._counts(scheduling, SCHEDULING_COUNTS, f"{BASE}.schedulingPolicy")
+        findings += self._min_resources(scheduling.get("minResources") or {})
+        managed_by = self._managed_by(ctx, policy, params)
+        if managed_by is not None:
+            findings.append(managed_by)
+        return findings
 
-    def _counts(self, fields: Mapping[str, Any], names: tuple[str, ...], base: str) -> Iterator[Finding]:
+    def _counts(self, fields: Mapping[str, Any], names: tuple[str, ...], base: str) -> list[Finding]:
+        negatives = []
         for name in names:
             value = fields.get(name)
             if value is not None and (finding := negative(self.id, f"{base}.{name}", value)):
-                yield finding
+                negatives.append(finding)
+        return negatives
 
-    def _min_resources(self, resources: Mapping[str, Any]) -> Iterator[Finding]:
+    def _min_resources(self, resources: Mapping[str, Any]) -> list[Finding]:
+        problems = []
         for resource, value in resources.items():
             path = f"{BASE}.schedulingPolicy.minResources[{resource}]"
             try:
                 amount = quantity(value)
             except BadQuantity:
-                yield Finding(self.id, path, 'not a quantity; write it like 2, "500m" or "4Gi"',
-                              Problem.INVALID, value)
+                problems.append(Finding(self.id, path, 'not a quantity; write it like 2, "500m" or "4Gi"',
+                                        Problem.INVALID, value))
                 continue
             if amount < 0:
-                yield Finding(self.id, path, f"must be greater than or equal to 0 (asked {value}); "
-                                             f"set {path} to 0 or more", Problem.INVALID, value)
+                problems.append(Finding(self.id, path, f"must be greater than or equal to 0 (asked {value}); "
+                                                       f"set {path} to 0 or more", Problem.INVALID, value))
+        return problems
 
-    def _managed_by(self, ctx: RuleContext, policy: Mapping[str, Any], params: RunPolicyParams) -> Iterator[Finding]:
-        path = f"{BASE}.managedBy"
+    def _managed_by(self, ctx: RuleContext, policy: Mapping[str, Any], params: RunPolicyParams) -> Finding | None:
+        path = MANAGED_BY_PATH
         managed_by = policy.get("managedBy")
         if managed_by is not None and managed_by not in params.managed_by:
-            yield not_supported(self.id, path, managed_by, params.managed_by)
-            return
+            return not_supported(self.id, path, managed_by, params.managed_by)
         if ctx.operation != "UPDATE" or ctx.old_job is None:
-            return
+            return None
         # Unset means the MPI operator: making that explicit hands the job to no one new.
         before = old_managed_by(ctx.old_job)
         before = before if isinstance(before, str) and before else MPI_OPERATOR
         after = managed_by or MPI_OPERATOR
         if before != after:
-            yield Finding(self.id, path,
-                          f'field is immutable: it was "{before}", and changing it would hand the job to '
-                          f'another controller; set {path} back to "{before}", or delete and recreate the job',
-                          Problem.INVALID, after)
+            return Finding(self.id, path,
+                           f'field is immutable: it was "{before}", and changing it would hand the job to '
+                           f'another controller; set {path} back to "{before}", or delete and recreate the job',
+                           Problem.INVALID, after)
+        return None

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.base import Action, Finding, RuleContext
@@ -21,16 +20,16 @@ class SlotsPerWorker:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         params: SlotsPerWorkerParams = ctx.params(self.id)
         slots = spec(ctx.job).get("slotsPerWorker")
         if slots is None or params.min <= slots <= params.max:
-            return
+            return []
         fix = params.max if slots > params.max else params.min
-        yield Finding(
+        return [Finding(
             self.id,
             "spec.slotsPerWorker",
             f"slotsPerWorker must be between {params.min} and {params.max} (asked {slots}); "
             f"set spec.slotsPerWorker to {fix}, and use more workers for more ranks",
             value=slots,
-        )
+        )]

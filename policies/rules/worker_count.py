@@ -8,11 +8,12 @@ is refused rather than guessed. The Worker's containers and restartPolicy belong
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.jobs import WORKER, replica_path, replica_spec, spec
+
+PATH = replica_path(WORKER)
 
 
 @dataclass(frozen=True)
@@ -31,32 +32,35 @@ class WorkerCount:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         params: WorkerCountParams = ctx.params(self.id)
-        path = replica_path(WORKER)
-        allowed = f"between {params.min} and {params.max}"
         worker = replica_spec(ctx.job, WORKER)
         if worker is None:
-            if not spec(ctx.job).get("runLauncherAsWorker"):
-                yield Finding(self.id, path,
-                              "an MPIJob needs a Worker replica spec unless spec.runLauncherAsWorker is true; "
-                              f"add {path} with replicas {allowed} and a pod template",
-                              Problem.REQUIRED)
-            return
+            if spec(ctx.job).get("runLauncherAsWorker"):
+                return []
+            return [Finding(self.id, PATH,
+                            "an MPIJob needs a Worker replica spec unless spec.runLauncherAsWorker is true; "
+                            f"add {PATH} with replicas {_allowed(params)} and a pod template",
+                            Problem.REQUIRED)]
         replicas = worker.get("replicas")
         if replicas is None:
-            yield Finding(self.id, f"{path}.replicas",
-                          "not set, and the MPI operator then starts 0 workers (an omitted Worker count "
-                          f"is 0, not 1); set {path}.replicas to a number {allowed}",
-                          Problem.REQUIRED)
-        elif replicas > params.max:
-            yield Finding(self.id, f"{path}.replicas",
-                          f"at most {params.max} workers are allowed (asked {replicas}); "
-                          f"set {path}.replicas to {params.max} or fewer, and give each worker more "
-                          "slots or GPUs if you need the ranks",
-                          Problem.INVALID, replicas)
-        elif replicas < params.min:
-            yield Finding(self.id, f"{path}.replicas",
-                          f"at least {params.min} workers are required for a distributed job (asked {replicas}); "
-                          f"set {path}.replicas to {params.min} or more",
-                          Problem.INVALID, replicas)
+            return [Finding(self.id, f"{PATH}.replicas",
+                            "not set, and the MPI operator then starts 0 workers (an omitted Worker count "
+                            f"is 0, not 1); set {PATH}.replicas to a number {_allowed(params)}",
+                            Problem.REQUIRED)]
+        if replicas > params.max:
+            return [Finding(self.id, f"{PATH}.replicas",
+                            f"at most {params.max} workers are allowed (asked {replicas}); "
+                            f"set {PATH}.replicas to {params.max} or fewer, and give each worker more "
+                            "slots or GPUs if you need the ranks",
+                            Problem.INVALID, replicas)]
+        if replicas < params.min:
+            return [Finding(self.id, f"{PATH}.replicas",
+                            f"at least {params.min} workers are required for a distributed job (asked {replicas}); "
+                            f"set {PATH}.replicas to {params.min} or more",
+                            Problem.INVALID, replicas)]
+        return []
+
+
+def _allowed(params: WorkerCountParams) -> str:
+    return f"between {params.min} and {params.max}"
