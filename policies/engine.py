@@ -112,7 +112,8 @@ def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None) -> Verdict:
         except Exception as exc:  # noqa: BLE001 - any failure must refuse, not allow
             log.exception("rule %s failed", rule.id)
             return Verdict(tuple(outcomes), tuple(skipped), f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
-        outcomes.extend(Outcome(f, action.capped_by(f.ceiling)) for f in findings)
+        for finding in findings:  # usually none: no generator built for nothing
+            outcomes.append(Outcome(finding, action.capped_by(finding.ceiling)))
     if skipped:
         outcomes.append(Outcome(_skipped_finding(ctx, skipped), ctx.settings.cluster_unavailable))
     return Verdict(tuple(outcomes), tuple(skipped))
