@@ -9,10 +9,14 @@ from typing import Any
 from policies.base import UNSET, Finding, Problem
 
 
+# json.dumps(value, ensure_ascii=False) builds an encoder per call; this one is built once.
+_as_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def render_value(value: Any) -> str:
     """A value the way apimachinery's field errors show it: strings quoted, numbers bare."""
     if isinstance(value, str) or isinstance(value, bool) or value is None:
-        return json.dumps(value, ensure_ascii=False)
+        return _as_json(value)
     return str(value)
 
 
