@@ -15,7 +15,7 @@ from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
-from policies.jobs import LAUNCHER, WORKER, all_containers, containers, pod_spec, replica_path, replica_spec
+from policies.jobs import LAUNCHER, WORKER, all_containers, containers, pod_spec, replica_path, replica_specs
 
 WARNING_MAX = 256  # the API server truncates longer warnings
 
@@ -65,29 +65,26 @@ class ImageReference:
         return None
 
     def _mismatch(self, job: Mapping[str, Any]) -> Finding | None:
-        launcher = _first_image(job, LAUNCHER)
-        worker = _first_image(job, WORKER)
+        specs = replica_specs(job)
+        launcher = _first_image(specs.get(LAUNCHER))
+        worker = _first_image(specs.get(WORKER))
         if launcher is None or worker is None or launcher.same_image(worker):
             return None
-        path = _first_image_path(job, WORKER)
+        path, _ = next(containers(specs.get(WORKER), replica_path(WORKER)))
+        path = f"{path}.image"
         return Finding(self.id, path, _mismatch_message(self.id, path, launcher, worker),
                        Problem.POLICY, ceiling=Action.WARN)
 
 
-def _first_image(job: Mapping[str, Any], replica_type: str) -> ParsedImage | None:
+def _first_image(replica: Mapping[str, Any] | None) -> ParsedImage | None:
     """The parsed image of the container the operator runs MPI in; None if unusable."""
-    listed = pod_spec(replica_spec(job, replica_type)).get("containers")
+    listed = pod_spec(replica).get("containers")
     if not listed:
         return None
     try:
         return parse_image(listed[0].get("image") or "")
     except BadImageReference:
         return None  # already reported as invalid
-
-
-def _first_image_path(job: Mapping[str, Any], replica_type: str) -> str:
-    path, _ = next(containers(replica_spec(job, replica_type), replica_path(replica_type)))
-    return f"{path}.image"
 
 
 def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage) -> str:

@@ -117,6 +117,13 @@ def test_mismatch_compares_only_the_first_containers():
     assert check(job) == []
 
 
+def test_mismatch_ignores_init_containers_and_names_the_first_worker_container():
+    assert check(job_with_images(worker_init=("busybox:1",))) == []
+    (finding,) = check(job_with_images(worker="mpi-pi:intel", launcher_init=("busybox:1",), worker_init=("busybox:1",)))
+    assert finding.path == f"{WORKER}.containers[0].image"
+    assert finding.ceiling is Action.WARN
+
+
 def test_no_mismatch_warning_when_an_image_is_already_invalid():
     (finding,) = check(job_with_images("Bad", "mpi-pi:intel"))
     assert finding.problem is Problem.INVALID
