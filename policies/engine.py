@@ -13,6 +13,7 @@ from typing import Any
 
 import jsonpatch
 
+from policies import registry
 from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
 from policies.shape import check_shape
 
@@ -76,15 +77,11 @@ class MutationResult:
 
 
 def default_rules() -> Sequence[Rule]:
-    from policies.registry import RULES
-
-    return RULES
+    return registry.RULES
 
 
 def default_mutations() -> Sequence[Mutation]:
-    from policies.registry import MUTATIONS
-
-    return MUTATIONS
+    return registry.MUTATIONS
 
 
 def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None) -> Verdict:
