@@ -1,7 +1,9 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies.base import Problem
-from policies.rules.job_name import JobName, max_name_length
+from policies.rules.job_name import _DNS1035_LABEL, JobName, label_problems, max_name_length
 from tests.builders import context, mpijob
 
 RULE = JobName()
@@ -125,3 +127,10 @@ def test_no_name_at_all_is_left_to_the_api_server():
     job = mpijob("")
     job["metadata"] = {}
     assert check(job, name="") == []
+
+
+@given(st.text(alphabet=st.sampled_from("az09-._AZ\u00e9\u0131\u212a\n "), min_size=1, max_size=6))
+def test_a_name_has_label_problems_exactly_when_it_is_not_a_dns1035_label(name):
+    """The rule names the problems only for names the DNS-1035 expression refuses."""
+    is_label = _DNS1035_LABEL.fullmatch(name) is not None
+    assert (label_problems(name) == []) == is_label
