@@ -146,7 +146,8 @@ class Mutation(Protocol):
     enabled_by_default: ClassVar[bool]
 
     def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
-        """Edit ``job`` (the engine's working copy, never the request) in place."""
+        """Edit ``job``, the engine's ``WorkingCopy``: it shares every subtree with the request, so
+        write only into maps ``job.writable(path)`` hands out (``set_value``, ``set_default``)."""
         ...
 
 

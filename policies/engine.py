@@ -5,7 +5,6 @@ exception inside a rule into an error (never a silent allow: Kyverno CVE-2025-46
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +14,7 @@ import jsonpatch
 
 from policies import registry
 from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
+from policies.mutations.edits import WorkingCopy
 from policies.shape import check_shape
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class MutationResult:
-    job: dict[str, Any]
+    job: dict[str, Any]  # shares every subtree no mutation changed with the request: read only
     applied: tuple[str, ...] = ()  # ids of the mutations that changed something
     warnings: tuple[str, ...] = ()
     error: str | None = None
@@ -157,7 +157,7 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
     if shape:
         # nothing is mutated; the object may not even be a mapping
         return MutationResult(dict(ctx.job) if isinstance(ctx.job, Mapping) else {}, invalid=tuple(shape))
-    job = _working_copy(ctx.job)
+    job = WorkingCopy(ctx.job)
     applied: list[str] = []
     warnings: list[str] = []
     for mutation in default_mutations() if mutations is None else mutations:
@@ -169,10 +169,11 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
             log.exception("mutation %s failed", mutation.id)
             return MutationResult(dict(ctx.job), tuple(applied), tuple(warnings),
                                   f"mutation {mutation.id} failed: {type(exc).__name__}: {exc}")
-        warnings.extend(f"[{mutation.id}] {w}" for w in outcome.warnings)
+        if outcome.warnings:
+            warnings += [f"[{mutation.id}] {w}" for w in outcome.warnings]
         if outcome.changed:
             applied.append(mutation.id)
-    return MutationResult(job, tuple(applied), tuple(warnings))
+    return MutationResult(dict(job), tuple(applied), tuple(warnings))
 
 
 def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict[str, Any]]:
@@ -182,46 +183,63 @@ def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict
     if not result.applied:
         return []
     ops = map_diff(original, result.job)
-    if ops is None:
-        ops = jsonpatch.make_patch(*_differing(original, result.job)).patch
-    return _in_path_order(original, ops)
+    if ops is not None:
+        return ops
+    return _in_path_order(original, jsonpatch.make_patch(*_differing(original, result.job)).patch)
+
+
+_ABSENT = object()
 
 
 def map_diff(src: Mapping[str, Any], dst: Mapping[str, Any], pointer: str = "") -> list[dict[str, Any]] | None:
-    """The patch make_patch computes, for the usual mutation: keys added to maps and scalars
-    replaced, nothing removed, no list edited. None for anything else (a removal can pair with an
-    addition into a ``move``; lists are diffed by index), which is left to jsonpatch. The request
-    object is large and the edit small: jsonpatch builds pointers and searches its operations for
-    every key it visits, a quarter of a /mutate request; equal subtrees are skipped here at C speed.
-    Like ``_differing``, it compares subtrees with ``==``, which holds ``1`` and ``true`` equal
-    inside them: mutations write strings and maps, and the working copy is a JSON round trip of
-    the request, so an untouched subtree is identical in JSON too."""
+    """The patch make_patch computes, in path order, for the usual mutation: keys added to maps
+    and scalars replaced, nothing removed, no list edited. None for anything else (a removal can
+    pair with an addition into a ``move``; lists are diffed by index), which is left to jsonpatch.
+
+    The working copy shares every subtree the mutations left alone with the request, so those are
+    skipped by identity without being compared: the walk costs what the mutations copied, not what
+    the request holds. Other subtrees are compared with ``==``, which holds ``1`` and ``true``
+    equal inside them, as the diff always has: mutations write strings and maps."""
     ops: list[dict[str, Any]] = []
-    for key, value in src.items():
-        if key not in dst:
-            return None
+    return ops if _diff_maps(src, dst, pointer, ops) else None
+
+
+def _diff_maps(src: Mapping[str, Any], dst: Mapping[str, Any], pointer: str, ops: list[dict[str, Any]]) -> bool:
+    changed = []
+    for key, other in dst.items():
+        if src.get(key, _ABSENT) is not other:
+            changed.append(key)
+    if len(changed) > 1:
+        # Keys in order at every level give the operations in path order (a patch independent
+        # of the hash seed) with no sort of the whole patch afterwards.
+        changed.sort(key=str)
+    added = 0
+    for key in changed:
+        if type(key) is not str:
+            return False  # a key no JSON document has: left to jsonpatch
         other = dst[key]
-        if value == other and type(value) is type(other):  # 0 == False, but not in JSON
-            continue
+        value = src.get(key, _ABSENT)
         path = f"{pointer}/{_escape(key)}"
-        if isinstance(value, dict) and isinstance(other, dict):
-            nested = map_diff(value, other, path)
-            if nested is None:
-                return None
-            ops += nested
+        if value is _ABSENT:
+            added += 1
+            ops.append({"op": "add", "path": path, "value": other})
+        elif value == other and type(value) is type(other):  # 0 == False, but not in JSON
+            continue
+        elif isinstance(value, dict) and isinstance(other, dict):
+            if not _diff_maps(value, other, path, ops):
+                return False
         elif isinstance(value, (dict, list)) or isinstance(other, (dict, list)):
-            return None
+            return False
         else:
             ops.append({"op": "replace", "path": path, "value": other})
-    for key, other in dst.items():
-        if key not in src:
-            ops.append({"op": "add", "path": f"{pointer}/{_escape(key)}", "value": other})
-    return ops
+    return len(dst) - added == len(src)  # else a key was removed
 
 
-def _escape(key: Any) -> str:
+def _escape(key: str) -> str:
     """A map key as a JSON pointer token (RFC 6901), as jsonpatch writes it."""
-    return str(key).replace("~", "~0").replace("/", "~1")
+    if "~" in key or "/" in key:
+        return key.replace("~", "~0").replace("/", "~1")
+    return key
 
 
 def _differing(src: Mapping[str, Any], dst: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -233,7 +251,7 @@ def _differing(src: Mapping[str, Any], dst: Mapping[str, Any]) -> tuple[dict[str
     for key, value in src.items():
         if key in dst:
             other = dst[key]
-            if value == other and type(value) is type(other):
+            if value is other or (value == other and type(value) is type(other)):
                 continue
             if isinstance(value, dict) and isinstance(other, dict):
                 value, other = _differing(value, other)
@@ -265,9 +283,3 @@ def _is_map_path(node: Any, parts: list[str]) -> bool:
             return False
         node = node[part]
     return isinstance(node, Mapping)
-
-
-def _working_copy(job: Mapping[str, Any]) -> dict[str, Any]:
-    """An independent copy for the mutations to edit. The request object is decoded JSON, so a
-    JSON round trip copies it faithfully, at half the cost of ``copy.deepcopy``."""
-    return json.loads(json.dumps(job))

@@ -9,6 +9,7 @@ from typing import Any
 
 from policies.base import Mutated, Mutation, RuleContext
 from policies.cluster import NO_CLUSTER, ClusterView
+from policies.mutations.edits import WorkingCopy
 from policies.settings import Settings
 
 
@@ -78,9 +79,13 @@ def context(job: dict[str, Any], *, settings: Settings | None = None, cluster: C
 
 
 def run_mutation(mutation: Mutation, job: dict[str, Any], **context_args: Any) -> tuple[dict[str, Any], Mutated]:
-    """Apply one mutation to a copy of ``job``, as the engine does: (edited copy, what it reported)."""
-    edited = copy.deepcopy(job)
-    return edited, mutation.apply(edited, context(job, **context_args))
+    """Apply one mutation to a working copy of ``job``, as the engine does: (edited copy, what it
+    reported). The request object itself must come out untouched."""
+    request = copy.deepcopy(job)
+    edited = WorkingCopy(request)
+    outcome = mutation.apply(edited, context(request, **context_args))
+    assert request == job, f"{mutation.id} modified the request object"
+    return edited, outcome
 
 
 def patch_of(response: dict[str, Any]) -> list[dict[str, Any]] | None:

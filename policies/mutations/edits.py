@@ -1,5 +1,10 @@
-"""In-place edits of an MPIJob's plain-dict form, shared by the mutations (and how their
-warnings name the pod templates).
+"""Edits of an MPIJob's working copy, shared by the mutations (and how their warnings name the
+pod templates).
+
+The working copy shares every map and list with the request object until a mutation writes into
+it: a mutation reads the job as usual and writes only into maps ``WorkingCopy.writable`` hands
+out, which copies the maps on the way. The request is never modified, a request of any size costs
+a few small copies, and the patch follows only the copied maps (``policies.engine.map_diff``).
 
 Every edit creates the maps it needs on the way (a template without ``metadata``, metadata
 without ``labels``) and says whether it changed anything, so the engine never has to compare
@@ -8,26 +13,90 @@ server refuses it later) is left alone rather than overwritten.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from policies.jobs import REPLICA_TYPES
 
 Path = tuple[str, ...]
+REPLICA_SPECS: Path = ("spec", "mpiReplicaSpecs")
+TEMPLATE_PATHS: tuple[tuple[str, Path], ...] = tuple(
+    (replica_type, (*REPLICA_SPECS, replica_type, "template")) for replica_type in REPLICA_TYPES)
 
 
-def pod_templates(job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(replica type, pod template) of the Launcher and Worker specs that have a template.
+class WorkingCopy(dict[str, Any]):
+    """The job the mutations edit: a copy of the request's top-level map whose values are the
+    request's own objects, shared until ``writable`` copies them.
+
+    A map this copy made is reached only through maps it made (each was written into its parent
+    by ``writable``), so writing into one never touches the request, and every change lies below
+    a map that is not the request's."""
+
+    __slots__ = ("_copies",)
+
+    def __init__(self, request: Mapping[str, Any]) -> None:
+        super().__init__(request)
+        # The maps this copy made, by id; holding them keeps each id theirs alone.
+        self._copies: dict[int, dict[str, Any]] = {}
+
+    def writable(self, path: Path) -> dict[str, Any] | None:
+        """The map at ``path``, safe to edit in place: every map on the way that is still the
+        request's is replaced by a copy, and a missing (or null) one by an empty map. None, and
+        nothing copied or created, when a value on the way is not a map."""
+        node, rest = self._own_part(path)
+        if rest and _reach(node, rest) is _BLOCKED:
+            return None
+        return self._copied(node, rest)
+
+    def _set(self, path: Path, key: str, value: Any, keep: bool) -> bool:
+        """``set_value`` (``keep``: ``set_default``) in one walk down ``path``: nothing is copied
+        unless the value changes."""
+        node, rest = self._own_part(path)
+        parent = _reach(node, rest)
+        if parent is _BLOCKED:
+            return False
+        current = None if parent is None else parent.get(key)
+        if (current is not None) if keep else _same(current, value):
+            return False
+        self._copied(node, rest)[key] = value
+        return True
+
+    def _own_part(self, path: Path) -> tuple[dict[str, Any], Path]:
+        """The deepest map along ``path`` that this copy made, and the rest of the path."""
+        node: dict[str, Any] = self
+        copies = self._copies
+        for depth, key in enumerate(path):
+            child = node.get(key)
+            if child is None or id(child) not in copies:
+                return node, path[depth:]
+            node = child
+        return node, ()
+
+    def _copied(self, node: dict[str, Any], path: Path) -> dict[str, Any]:
+        """Below a map this copy made: the maps along ``path`` copied, or created where missing."""
+        copies = self._copies
+        for key in path:
+            child = node.get(key)
+            child = node[key] = {} if child is None else dict(child)
+            copies[id(child)] = child
+            node = child
+        return node
+
+
+def pod_templates(job: Mapping[str, Any]) -> Iterator[tuple[str, Path, dict[str, Any]]]:
+    """(replica type, path, pod template) of the Launcher and Worker specs that have a template.
 
     Other replica types are not run by the operator (the validating rules say so); a missing
     Worker (``runLauncherAsWorker``) or template is nothing to edit.
     """
-    replicas = (job.get("spec") or {}).get("mpiReplicaSpecs") or {}
-    for replica_type in REPLICA_TYPES:
+    replicas = lookup(job, REPLICA_SPECS)
+    if not isinstance(replicas, dict):
+        return
+    for replica_type, path in TEMPLATE_PATHS:
         replica = replicas.get(replica_type)
         template = replica.get("template") if isinstance(replica, dict) else None
         if isinstance(template, dict):
-            yield replica_type, template
+            yield replica_type, path, template
 
 
 def templates_phrase(replica_types: list[str]) -> str:
@@ -44,41 +113,30 @@ def lookup(obj: Any, path: Path) -> Any:
     return obj
 
 
-def set_value(obj: dict[str, Any], path: Path, key: str, value: Any) -> bool:
-    """``obj[path…][key] = value``, creating missing maps; True when this changed ``obj``."""
-    parent = _parent(obj, path)
-    if parent is None or _same(parent.get(key), value):
-        return False
-    parent[key] = value
-    return True
+def set_value(job: WorkingCopy, path: Path, key: str, value: Any) -> bool:
+    """``job[path…][key] = value``, creating missing maps; True when this changed ``job``."""
+    return job._set(path, key, value, keep=False)
 
 
-def set_default(obj: dict[str, Any], path: Path, key: str, value: Any) -> bool:
+def set_default(job: WorkingCopy, path: Path, key: str, value: Any) -> bool:
     """Like ``set_value``, but only where ``key`` is absent: an explicit choice is never replaced."""
-    if lookup(obj, (*path, key)) is not None:
-        return False
-    return set_value(obj, path, key, value)
+    return job._set(path, key, value, keep=True)
 
 
-def _parent(obj: dict[str, Any], path: Path) -> dict[str, Any] | None:
-    if not _leads_to_map(obj, path):
-        return None
+_BLOCKED = object()
+
+
+def _reach(node: dict[str, Any], path: Path) -> Any:
+    """The map at ``path`` below ``node``; None when a step is missing (or null), ``_BLOCKED``
+    when a value on the way is not a map. Read before anything is created, so a refused edit
+    leaves no empty maps behind."""
     for key in path:
-        if obj.get(key) is None:
-            obj[key] = {}
-        obj = obj[key]
-    return obj
-
-
-def _leads_to_map(obj: Any, path: Path) -> bool:
-    """Checked before creating anything, so a refused edit leaves no empty maps behind."""
-    for key in path:
-        obj = obj.get(key)
-        if obj is None:
-            return True
-        if not isinstance(obj, dict):
-            return False
-    return True
+        node = node.get(key)
+        if node is None:
+            return None
+        if not isinstance(node, dict):
+            return _BLOCKED
+    return node
 
 
 def _same(current: Any, value: Any) -> bool:

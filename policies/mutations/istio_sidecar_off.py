@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import lookup, pod_templates, set_value, templates_phrase
+from policies.mutations.edits import WorkingCopy, lookup, pod_templates, set_value, templates_phrase
 
 INJECT = "sidecar.istio.io/inject"
 # The label is Istio's current switch; OpenShift Service Mesh 2 still reads the annotation.
@@ -29,17 +29,17 @@ class IstioSidecarOff:
     Params = IstioSidecarOffParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+    def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: IstioSidecarOffParams = ctx.params(self.id)
         changed = False
         asked: list[str] = []
-        for replica_type, template in pod_templates(job):
+        for replica_type, path, template in pod_templates(job):
             if asks_for_sidecar(lookup(template, ("metadata",))):
                 asked.append(replica_type)
                 if params.keep_explicit_true:
                     continue
             for field in INJECT_FIELDS:
-                changed |= set_value(template, ("metadata", field), INJECT, "false")
+                changed |= set_value(job, (*path, "metadata", field), INJECT, "false")
         return Mutated(changed, self._warnings(asked, params))
 
     @staticmethod

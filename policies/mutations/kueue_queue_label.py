@@ -7,7 +7,7 @@ from typing import Any
 
 from policies.base import Mutated, RuleContext
 from policies.jobs import QUEUE_LABEL
-from policies.mutations.edits import lookup, set_default
+from policies.mutations.edits import WorkingCopy, lookup, set_default
 from policies.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
 
 
@@ -49,7 +49,7 @@ class KueueQueueLabel:
     Params = KueueQueueLabelParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+    def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: KueueQueueLabelParams = ctx.params(self.id)
         queue = params.queue_for(ctx.namespace)
         # Any value the user or Kueue set, even "", is theirs: never replaced.

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import pod_templates, set_default, set_value, templates_phrase
+from policies.mutations.edits import WorkingCopy, pod_templates, set_default, set_value, templates_phrase
 from policies.names import is_dns1123_subdomain
 
 AUTOMOUNT = "automountServiceAccountToken"
@@ -33,19 +33,19 @@ class RestrictedServiceAccount:
     Params = RestrictedServiceAccountParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+    def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: RestrictedServiceAccountParams = ctx.params(self.id)
         changed = False
         mounting: list[str] = []
-        for replica_type, template in pod_templates(job):
+        for replica_type, path, template in pod_templates(job):
             pod = template.get("spec")
             if not isinstance(pod, dict):
                 continue  # no pod to run: the validating rules refuse the job
             if pod.get(AUTOMOUNT) is True:
                 mounting.append(replica_type)
-            changed |= set_default(pod, (), AUTOMOUNT, False)
+            changed |= set_default(job, (*path, "spec"), AUTOMOUNT, False)
             if params.service_account and not _names_service_account(pod):
-                changed |= set_value(pod, (), "serviceAccountName", params.service_account)
+                changed |= set_value(job, (*path, "spec"), "serviceAccountName", params.service_account)
         return Mutated(changed, self._warnings(mounting))
 
     @staticmethod

@@ -1,5 +1,7 @@
-"""The map-only patch (engine.map_diff) must be exactly the patch jsonpatch computes, whenever it
-answers at all; anything it declines (removals, list edits) is jsonpatch's."""
+"""The map-only patch (engine.map_diff) must be exactly the patch jsonpatch computes, in path
+order, whenever it answers at all; anything it declines (removals, list edits) is jsonpatch's.
+On the copy-on-write working copy the mutations edit, it gives the same patch as on an
+independent copy, and the request is never modified."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +12,8 @@ import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.engine import map_diff
+from policies.engine import MutationResult, _in_path_order, json_patch, map_diff
+from policies.mutations.edits import WorkingCopy
 
 KEYS = st.sampled_from(["a", "b", "c/d", "e~f", "labels", "sidecar.istio.io/inject"])
 # Booleans, and integers that Python holds equal to no boolean: a subtree whose only change is
@@ -56,7 +59,44 @@ def test_map_diff_is_jsonpatchs_patch_or_declines(original: dict[str, Any], data
     if ops is None:
         return
     assert _canonical(ops) == _canonical(jsonpatch.make_patch(original, edited).patch)
+    assert ops == _in_path_order(original, ops)
     assert jsonpatch.apply_patch(original, ops) == edited
+
+
+def _edit_working_copy(job: WorkingCopy, data: st.DataObject) -> None:
+    """What a mutation does: writes into maps ``writable`` hands out, at random depths, below
+    existing maps or new ones; now and then a removal (which the diff must decline)."""
+    for _ in range(data.draw(st.integers(1, 4))):
+        path: list[str] = []
+        node: Any = job
+        while isinstance(node, dict) and node and data.draw(st.booleans()):
+            key = data.draw(st.sampled_from(sorted(node)))
+            path.append(key)
+            node = node[key]
+        path += data.draw(st.lists(KEYS, max_size=2))
+        target = job.writable(tuple(path))
+        if target is None:
+            continue
+        if target and data.draw(st.integers(0, 4)) == 0:
+            del target[data.draw(st.sampled_from(sorted(target)))]
+        else:
+            target[data.draw(KEYS)] = data.draw(VALUES)
+
+
+@settings(max_examples=300)
+@given(MAPS, st.data())
+def test_patch_of_the_copy_on_write_working_copy(original: dict[str, Any], data: st.DataObject) -> None:
+    request = copy.deepcopy(original)
+    job = WorkingCopy(request)
+    _edit_working_copy(job, data)
+    assert json.dumps(request) == json.dumps(original)  # never modified, not even its key order
+    patch = json_patch(request, MutationResult(job, applied=("edit",)))
+    independent = json.loads(json.dumps(job))  # how the working copy used to be made
+    assert patch == json_patch(original, MutationResult(independent, applied=("edit",)))
+    if map_diff(request, job) is not None:
+        assert patch == _in_path_order(original, jsonpatch.make_patch(original, independent).patch)
+    assert jsonpatch.apply_patch(request, patch) == job
+    assert json.dumps(request) == json.dumps(original)
 
 
 def test_declines_a_removal_and_a_list_edit() -> None:

@@ -96,5 +96,5 @@ class ProbeMutation:
     def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
         if self.error is not None:
             raise self.error
-        job.setdefault("metadata", {}).setdefault("labels", {})["probe"] = "yes"
+        job.writable(("metadata", "labels"))["probe"] = "yes"
         return Mutated(changed=True, warnings=("labelled",))

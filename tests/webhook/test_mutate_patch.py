@@ -18,6 +18,7 @@ from hypothesis import given
 from policies.base import Mutated, NoParams
 from policies.cluster import NO_CLUSTER
 from policies.engine import json_patch, mutate
+from policies.mutations.edits import WorkingCopy
 from policies.policy import Policy
 from policies.settings import MutationConfig, Settings
 from tests.builders import admission_review, context, mpijob, patch_of
@@ -227,8 +228,8 @@ class _TildeSlashLabel:
     Params = NoParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: Any) -> Mutated:
-        job["metadata"].setdefault("labels", {})["example.com/a~b"] = "v"
+    def apply(self, job: WorkingCopy, ctx: Any) -> Mutated:
+        job.writable(("metadata", "labels"))["example.com/a~b"] = "v"
         return Mutated(changed=True)
 
 
@@ -281,10 +282,12 @@ class _ListEdit:
     Params = NoParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: Any) -> Mutated:
-        container = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    def apply(self, job: WorkingCopy, ctx: Any) -> Mutated:
+        pod = job.writable(("spec", "mpiReplicaSpecs", "Worker", "template", "spec"))
+        pod["containers"] = copy.deepcopy(pod["containers"])  # a list is edited on a copy of its own
+        container = pod["containers"][0]
         container["args"] = ["-f", "/etc/sshd", *container["args"][1:], "-x", "-y"]
-        job["metadata"]["labels"] = {"edited": "yes"}
+        job.writable(("metadata",))["labels"] = {"edited": "yes"}
         return Mutated(changed=True)
 
 
@@ -293,5 +296,9 @@ def test_patch_with_list_edits_keeps_an_order_that_applies():
     settings = Settings(DEFAULTS.rules, {**DEFAULTS.mutations, mutation.id: MutationConfig(True, NoParams())})
     job = mpijob()
     job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] = ["-De", "-a", "-b"]
+    before = copy.deepcopy(job)
     result = mutate(context(job, settings=settings), mutations=[mutation])
     assert jsonpatch.apply_patch(job, json_patch(job, result)) == result.job
+    assert job == before
+    assert result.job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"] == [
+        "-f", "/etc/sshd", "-a", "-b", "-x", "-y"]

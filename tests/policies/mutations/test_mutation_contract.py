@@ -4,6 +4,7 @@ passed (mutations create no violations)."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from policies import messages
 from policies.base import Mutated, NoParams
 from policies.cluster import NO_CLUSTER, ClusterView, StaticClusterView
 from policies.engine import evaluate, json_patch, mutate
+from policies.mutations.edits import WorkingCopy
 from policies.registry import MUTATIONS
 from policies.settings import MutationConfig, Settings
 from tests.builders import context, mpijob
@@ -35,9 +37,20 @@ def verdict_lines(job: dict[str, Any], settings: Settings, cluster: ClusterView 
 @given(cases())
 def test_changed_is_reported_exactly_when_the_job_changed(case: Case):
     for mutation in MUTATIONS:
-        edited = copy.deepcopy(case.job)
+        edited = WorkingCopy(case.job)
         outcome = mutation.apply(edited, context(case.job, settings=case.settings, namespace=case.namespace))
         assert outcome.changed is (edited != case.job), mutation.id
+
+
+@CAPPED
+@given(cases())
+def test_the_request_object_is_never_modified(case: Case):
+    """The working copy shares every subtree with the request: a mutation writing anywhere but
+    into the maps ``WorkingCopy.writable`` hands out would edit the request itself."""
+    request = copy.deepcopy(case.job)
+    result = mutate(context(request, settings=case.settings, namespace=case.namespace, name="pi"))
+    assert result.job == case.expected
+    assert json.dumps(request, sort_keys=True) == json.dumps(case.job, sort_keys=True)
 
 
 @CAPPED
@@ -84,8 +97,8 @@ class _Failing:
     Params = NoParams
     enabled_by_default = True
 
-    def apply(self, job: dict[str, Any], ctx: Any) -> Mutated:
-        job["metadata"]["labels"] = {"half": "done"}
+    def apply(self, job: WorkingCopy, ctx: Any) -> Mutated:
+        job.writable(("metadata",))["labels"] = {"half": "done"}
         raise RuntimeError("boom")
 
 
