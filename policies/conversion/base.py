@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from policies.conversion import stash
@@ -71,7 +71,7 @@ class Spoke:
                              forward=partial(self.down, options=options),
                              backward=partial(self.up, options=options), coupled=self._coupled)
 
-    @property
+    @cached_property
     def _coupled(self) -> Mapping[str, tuple[tuple[Path, ...], ...]]:
         return {self.api_version: self.coupled}
 

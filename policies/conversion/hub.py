@@ -14,7 +14,7 @@ from typing import Any
 from policies.conversion import v1, v1alpha1, v1alpha2
 from policies.conversion.base import DEFAULT_OPTIONS, ConversionOptions, Spoke
 from policies.conversion.notes import Note
-from policies.conversion.tree import Path
+from policies.conversion.tree import Path, is_mapping
 from policies.jobs import GROUP, HUB_API_VERSION, KIND
 
 _SPOKE_MODULES: tuple[ModuleType, ...] = (v1alpha1, v1alpha2, v1)
@@ -38,7 +38,7 @@ class Conversion:
 
 def source_version(obj: Any) -> str:
     """The object's apiVersion, once it is known to be a convertible MPIJob."""
-    if not isinstance(obj, Mapping):
+    if not is_mapping(obj):
         raise ConversionError(f"expected an MPIJob object, got {_kind_of(obj)}")
     if obj.get("kind") != KIND:
         raise ConversionError(f"expected kind {KIND}, got {obj.get('kind')!r}")
@@ -46,7 +46,7 @@ def source_version(obj: Any) -> str:
     if version not in SERVED_VERSIONS:
         raise ConversionError(f"apiVersion {version!r} is not an MPIJob version this webhook converts "
                               f"({', '.join(SERVED_VERSIONS)})")
-    if not isinstance(obj.get("metadata"), Mapping):
+    if not is_mapping(obj.get("metadata")):
         raise ConversionError("metadata must be an object")
     return version
 
@@ -92,8 +92,9 @@ def _check_identity(before: Mapping[str, Any], after: Mapping[str, Any]) -> None
     a converter that did would be a bug, caught here with a clear message."""
     if before is after:
         return
-    changed = sorted(k for k in set(before) | set(after)
-                     if k not in _MUTABLE_METADATA and before.get(k) != after.get(k))
+    changed = [k for k, v in after.items() if k not in _MUTABLE_METADATA and before.get(k) != v]
+    changed += [k for k, v in before.items() if k not in after and k not in _MUTABLE_METADATA and v != after.get(k)]
+    changed.sort()
     if changed:
         raise RuntimeError(f"conversion changed metadata.{', metadata.'.join(changed)}")
 

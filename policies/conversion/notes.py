@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from policies.conversion.tree import ABSENT, Path, digest, get
+from policies.conversion.tree import ABSENT, Path, digest, get, is_mapping
 
 PROBLEMS_ANNOTATION = "mpijob-webhook.kubeflow.org/conversion-problems"
 
@@ -72,8 +72,8 @@ def record(source: str, notes: Sequence[Note], hub: Mapping[str, Any]) -> str | 
 def current_problems(job: Mapping[str, Any]) -> list[RecordedProblem]:
     """The recorded problems that still describe ``job``; none if the record is stale or damaged."""
     metadata = job.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    raw = annotations.get(PROBLEMS_ANNOTATION) if isinstance(annotations, Mapping) else None
+    annotations = metadata.get("annotations") if is_mapping(metadata) else None
+    raw = annotations.get(PROBLEMS_ANNOTATION) if is_mapping(annotations) else None
     if not isinstance(raw, str):
         return []
     try:

@@ -18,7 +18,7 @@ from typing import Any
 from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
-from policies.conversion.tree import get, mapping
+from policies.conversion.tree import get, is_mapping, mapping
 from policies.jobs import HUB_API_VERSION, LAUNCHER
 
 _FIELDS = frozenset({"slotsPerWorker", "cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
@@ -74,7 +74,7 @@ def up(obj: Mapping[str, Any], options: ConversionOptions, *, dialect: Dialect) 
 def _hub_run_policy(spec: Mapping[str, Any], notes: list[Note]) -> Any:
     """runPolicy with the top-level spellings folded in; runPolicy's own values win."""
     given = spec.get("runPolicy")
-    if "runPolicy" in spec and not isinstance(given, Mapping):
+    if "runPolicy" in spec and not is_mapping(given):
         return given  # not a mapping: kept as it is for the schema check to explain
     run_policy = dict(given or {})
     top, nested = spec.get("cleanPodPolicy"), run_policy.get("cleanPodPolicy")
@@ -117,7 +117,7 @@ def down(obj: Mapping[str, Any], options: ConversionOptions, *, dialect: Dialect
     if "slotsPerWorker" in spec:
         out["slotsPerWorker"] = spec["slotsPerWorker"]
     run_policy = spec.get("runPolicy")
-    if isinstance(run_policy, Mapping) and "cleanPodPolicy" in run_policy:
+    if is_mapping(run_policy) and "cleanPodPolicy" in run_policy:
         out["cleanPodPolicy"] = run_policy["cleanPodPolicy"]  # older controllers read it here
     if "runPolicy" in spec:
         out["runPolicy"] = run_policy

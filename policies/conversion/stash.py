@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.conversion.tree import ABSENT, Path, Tree, digest, get, is_mapping, prefix_related
+from policies.conversion.tree import ABSENT, Path, Tree, digest, get, is_mapping, json_writer, prefix_related
 
 log = logging.getLogger(__name__)
 
@@ -69,25 +69,49 @@ def _diff(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
     if derived is original:
         return
     if _is_map(derived) and _is_map(original):
-        for key, value in original.items():
-            if key in derived:
-                child = derived[key]
-                if child is not value:
-                    _diff(child, value, path + (key,), edits)
-            else:
-                edits.append((path + (key,), "-", value))
-        for key, value in derived.items():
-            if key not in original:
-                edits.append((path + (key,), digest(value), ABSENT))
+        _diff_maps(derived, original, path, edits)
         return
-    if isinstance(derived, list) and isinstance(original, list):
-        if _aligned(derived, original):
-            for index, (left, right) in enumerate(zip(derived, original)):
-                if left is not right:
-                    _diff(left, right, path + (index,), edits)
-            return
+    if isinstance(derived, list) and isinstance(original, list) and _aligned(derived, original):
+        for index, (left, right) in enumerate(zip(derived, original)):
+            if left is not right:
+                _diff_child(left, right, path + (index,), edits)
+        return
     if not same(derived, original):
         edits.append((path, digest(derived), original))
+
+
+def _diff_maps(derived: Mapping[str, Any], original: Mapping[str, Any], path: Path, edits: list[Edit],
+               ignored: str | None = None) -> None:
+    """``_diff`` of two maps, leaving out the key ``ignored`` on both sides."""
+    found = 0
+    for key, value in original.items():
+        child = derived.get(key, ABSENT)
+        if child is value:
+            found += 1
+        elif child is ABSENT:
+            if key != ignored:
+                edits.append((path + (key,), "-", value))
+        else:
+            found += 1
+            if key != ignored:
+                _diff_child(child, value, path + (key,), edits)
+    if found < len(derived):
+        edits.extend((path + (key,), digest(value), ABSENT) for key, value in derived.items()
+                     if key not in original and key != ignored)
+
+
+def _diff_child(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
+    """``_diff`` for two values known not to be the same object, with two scalars of one type
+    (most fields) settled here rather than in another call."""
+    kind = type(original)
+    if kind in _SCALARS and type(derived) is kind:
+        if derived != original:
+            edits.append((path, digest(derived), original))
+    else:
+        _diff(derived, original, path, edits)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def same(left: Any, right: Any) -> bool:
@@ -169,8 +193,7 @@ def read(annotations: Mapping[str, Any]) -> dict[str, list[Edit]]:
         return {}
 
 
-# json.dumps(..., separators=(",", ":"), ensure_ascii=False), without building an encoder per call.
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_compact_json = json_writer(sort_keys=False)
 
 
 def write(stash: Mapping[str, Sequence[Edit]]) -> str:
@@ -196,8 +219,8 @@ def _decode(raw: Any) -> Edit:
 def without_stash(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str, list[Edit]]]:
     """The object with no stash annotation (metadata copied only if it had one), and the stash."""
     metadata = obj.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    if not isinstance(annotations, Mapping) or STASH_ANNOTATION not in annotations:
+    annotations = metadata.get("annotations") if is_mapping(metadata) else None
+    if not is_mapping(annotations) or STASH_ANNOTATION not in annotations:
         return obj, {}
     stash = read(annotations)
     rest = {k: v for k, v in annotations.items() if k != STASH_ANNOTATION}
@@ -215,10 +238,6 @@ def with_stash(obj: dict[str, Any], stash: Mapping[str, Sequence[Edit]]) -> dict
     metadata["annotations"] = {**(metadata.get("annotations") or {}), STASH_ANNOTATION: write(stash)}
     obj["metadata"] = metadata
     return obj
-
-
-def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k != "apiVersion"}
 
 
 def convert(
@@ -240,8 +259,8 @@ def convert(
     edits = stash.pop(target, None)
     if edits:
         result, restored = replay(result, edits, coupled.get(target, ()))
-    back = backward(result).obj
-    lost = diff(_comparable(back), _comparable(clean))
+    lost: list[Edit] = []  # what the source form loses in the target form (its apiVersion aside)
+    _diff_maps(backward(result).obj, clean, (), lost, ignored="apiVersion")
     if lost:
         stash[source] = lost
     result = with_stash(result, stash)  # both derivations and replay return a fresh top level

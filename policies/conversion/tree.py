@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -24,10 +25,13 @@ class _Absent:
 ABSENT: Any = _Absent()
 
 
+_NOT_MAPPINGS = frozenset({str, int, float, bool, type(None), list})
+
+
 def is_mapping(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, without the ABC machinery for the plain dicts that decoded
-    JSON is made of (the converters ask this for every node they look at)."""
-    return isinstance(value, dict) or isinstance(value, Mapping)
+    """``isinstance(value, Mapping)``, without the ABC machinery for the dicts, lists and scalars
+    that decoded JSON is made of (the converters ask this for every node they look at)."""
+    return isinstance(value, dict) or (type(value) not in _NOT_MAPPINGS and isinstance(value, Mapping))
 
 
 def get(root: Any, path: Path) -> Any:
@@ -35,7 +39,7 @@ def get(root: Any, path: Path) -> Any:
     node = root
     for step in path:
         if isinstance(step, str):
-            if not (isinstance(node, dict) or isinstance(node, Mapping)):
+            if not is_mapping(node):
                 return ABSENT
             node = node.get(step, ABSENT)
             if node is ABSENT:
@@ -49,7 +53,7 @@ def get(root: Any, path: Path) -> Any:
 
 def mapping(value: Any) -> Mapping[str, Any]:
     """``value`` when it is a mapping, else an empty one: converters read defensively."""
-    return value if isinstance(value, dict) or isinstance(value, Mapping) else {}
+    return value if is_mapping(value) else {}
 
 
 def integer(value: Any) -> int | None:
@@ -57,9 +61,23 @@ def integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-# json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False), without building
-# an encoder per call.
-_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+def json_writer(*, sort_keys: bool) -> Callable[[Any], str]:
+    """``json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)``, the
+    same text, with the C encoder built once instead of on every call, and no cycle check
+    (decoded JSON has no cycles)."""
+    if c_make_encoder is None:  # a Python without the json accelerator
+        return json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False,
+                                check_circular=False).encode
+    encode = c_make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",", sort_keys,
+                            False, True)
+
+    def write(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return write
+
+
+_canonical_json = json_writer(sort_keys=True)
 
 
 def canonical(value: Any) -> str:
@@ -80,7 +98,29 @@ def digest(value: Any) -> str:
     """A short fingerprint of a JSON value (or of ABSENT) for "is it still what it was" checks."""
     if value is ABSENT:
         return "-"
+    kind = type(value)
+    if kind not in _REMEMBERED or (kind is str and len(value) > _LONGEST_REMEMBERED):
+        return _fingerprint(value)
+    key = (kind, value)  # the type too: True, 1 and 1.0 are equal keys, not equal JSON
+    known = _scalar_digests.get(key)
+    if known is None:
+        known = _fingerprint(value)
+        if len(_scalar_digests) < _MOST_REMEMBERED:
+            _scalar_digests[key] = known
+    return known
+
+
+def _fingerprint(value: Any) -> str:
     return hashlib.blake2b(canonical(value).encode(), digest_size=8).hexdigest()
+
+
+# Most fingerprinted values are short scalars the converters write themselves ("OnFailure",
+# 6, true): their digests are remembered, a bounded number of them. Not floats: 0.0 and -0.0
+# are one key but two JSON texts.
+_REMEMBERED = frozenset({str, int, bool, type(None)})
+_LONGEST_REMEMBERED = 64
+_MOST_REMEMBERED = 4096
+_scalar_digests: dict[tuple[type, Any], str] = {}
 
 
 def display(path: Path) -> str:
@@ -100,28 +140,39 @@ class Tree:
 
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root: dict[str, Any] = dict(root)
-        self._owned: set[int] = {id(self.root)}
+        # The containers this tree copied or made, by path: always every prefix of a path in it,
+        # so an edit starts from the deepest one on its way instead of from the root.
+        self._owned: dict[Path, Any] = {(): self.root}
 
     def _own(self, parent: Any, step: str | int, *, create: bool) -> Any:
-        """The child at ``step`` of an owned ``parent``, made owned (copied) if it is not yet."""
+        """The child at ``step`` of an owned ``parent``, which is not owned yet, copied (made
+        owned) in its place."""
         child = parent[step] if (isinstance(step, int) or step in parent) else ABSENT
         if child is ABSENT:
             if not create:
                 return ABSENT
             child = {}
-        elif not isinstance(child, (Mapping, list)):
-            return ABSENT  # a scalar (or null) in the way is data, never overwritten
-        elif id(child) in self._owned:
-            return child
+        elif isinstance(child, list):
+            child = list(child)
+        elif is_mapping(child):
+            child = dict(child)
         else:
-            child = dict(child) if isinstance(child, Mapping) else list(child)
+            return ABSENT  # a scalar (or null) in the way is data, never overwritten
         parent[step] = child
-        self._owned.add(id(child))
         return child
 
     def _parent(self, path: Path, *, create: bool) -> Any:
-        node: Any = self.root
-        for index, step in enumerate(path[:-1]):
+        owned = self._owned
+        end = len(path) - 1
+        node = owned.get(path[:end])
+        if node is not None:
+            return node
+        start = end - 1
+        while path[:start] not in owned:
+            start -= 1
+        node = owned[path[:start]]
+        for index in range(start, end):
+            step = path[index]
             if isinstance(step, int):
                 if not isinstance(node, list) or not 0 <= step < len(node):
                     return ABSENT  # never invent list elements
@@ -131,7 +182,15 @@ class Tree:
             node = self._own(node, step, create=create and isinstance(path[index + 1], str))
             if node is ABSENT:
                 return ABSENT
+            owned[path[:index + 1]] = node
         return node
+
+    def _replaced(self, path: Path) -> None:
+        """Forget the owned containers at and below ``path``: its value was just replaced."""
+        if path in self._owned:
+            depth = len(path)
+            for known in [known for known in self._owned if known[:depth] == path]:
+                del self._owned[known]
 
     def set(self, path: Path, value: Any) -> bool:
         """Set ``path`` to ``value``, creating missing maps on the way; False if it cannot be
@@ -144,6 +203,7 @@ class Tree:
         elif not isinstance(parent, dict):
             return False
         parent[last] = value
+        self._replaced(path)
         return True
 
     def remove(self, path: Path) -> None:
@@ -151,6 +211,7 @@ class Tree:
         last = path[-1]
         if isinstance(last, str) and isinstance(parent, dict):
             parent.pop(last, None)
+            self._replaced(path)
 
 
 def prefix_related(path: Sequence[str | int], prefix: Sequence[str | int]) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
-from policies.conversion.tree import ABSENT, Tree, get, integer, mapping
+from policies.conversion.tree import ABSENT, Tree, get, integer, is_mapping, mapping
 from policies.jobs import HUB_API_VERSION, LAUNCHER, WORKER
 from policies.quantities import BadQuantity, quantity
 
@@ -184,7 +184,7 @@ def _launcher_restart_policy(template: Mapping[str, Any]) -> str:
 def _launcher_template(template: Mapping[str, Any], on_master: bool) -> dict[str, Any]:
     tree = Tree(template)
     resources = get(template, _CONTAINER0 + ("resources",))
-    if isinstance(resources, Mapping) and ("limits" in resources or "requests" in resources):
+    if is_mapping(resources) and ("limits" in resources or "requests" in resources):
         kept = {k: v for k, v in resources.items() if k not in ("limits", "requests")}
         if kept:
             tree.set(_CONTAINER0 + ("resources",), kept)
@@ -198,7 +198,7 @@ def _launcher_template(template: Mapping[str, Any], on_master: bool) -> dict[str
 
 def _worker_template(template: Mapping[str, Any], size: _Size) -> dict[str, Any]:
     tree = Tree(template)
-    if isinstance(get(template, _CONTAINER0), Mapping):
+    if is_mapping(get(template, _CONTAINER0)):
         tree.remove(_CONTAINER0 + ("command",))  # v2beta1 workers run the image's sshd, not the MPI program
         tree.remove(_CONTAINER0 + ("args",))
         if size.per_worker is not None:
@@ -222,7 +222,7 @@ _CONDITION = {"Active": ("Running", "MPIJobRunning", "active"),
 
 
 def _hub_status(status: Any) -> Any:
-    if not isinstance(status, Mapping):
+    if not is_mapping(status):
         return status
     out: dict[str, Any] = {k: status[k] for k in ("startTime", "completionTime") if k in status}
     replica_statuses: dict[str, Any] = {}
@@ -249,7 +249,7 @@ def down(obj: Mapping[str, Any], options: ConversionOptions) -> Derived:
     launcher = mapping(replica_specs.get(LAUNCHER))
     worker = replica_specs.get(WORKER)
     out: dict[str, Any] = {}
-    if isinstance(worker, Mapping) and "replicas" in worker:
+    if is_mapping(worker) and "replicas" in worker:
         out["replicas"] = worker["replicas"]
     out["template"] = _shared_template(launcher, worker)
     if "slotsPerWorker" in spec:
@@ -269,9 +269,9 @@ def down(obj: Mapping[str, Any], options: ConversionOptions) -> Derived:
 def _shared_template(launcher: Mapping[str, Any], worker: Any) -> dict[str, Any]:
     """The one template both roles came from: the workers' (they keep the user's resources,
     tolerations and affinity), running the launcher's command."""
-    base = worker.get("template") if isinstance(worker, Mapping) else launcher.get("template")
+    base = worker.get("template") if is_mapping(worker) else launcher.get("template")
     tree = Tree(mapping(base))
-    if isinstance(get(tree.root, _CONTAINER0), Mapping):
+    if is_mapping(get(tree.root, _CONTAINER0)):
         launcher_container = get(launcher, ("template",) + _CONTAINER0)
         for key in ("command", "args"):
             value = get(launcher_container, (key,))
@@ -285,7 +285,7 @@ def _shared_template(launcher: Mapping[str, Any], worker: Any) -> dict[str, Any]
 
 
 def _v1alpha1_status(status: Any) -> Any:
-    if not isinstance(status, Mapping):
+    if not is_mapping(status):
         return status
     out: dict[str, Any] = {}
     replica_statuses = mapping(status.get("replicaStatuses"))
@@ -294,7 +294,7 @@ def _v1alpha1_status(status: Any) -> Any:
                   if (integer(launcher.get(counter)) or 0) > 0), None)
     if state is None:
         conditions = status.get("conditions")
-        true_conditions = {c.get("type") for c in conditions if isinstance(c, Mapping) and c.get("status") == "True"} \
+        true_conditions = {c.get("type") for c in conditions if is_mapping(c) and c.get("status") == "True"} \
             if isinstance(conditions, list) else set()
         state = next((state for state in ("Succeeded", "Failed", "Active") if _CONDITION[state][0] in true_conditions), None)
     if state is not None:

@@ -142,6 +142,77 @@ def test_diff_finds_exactly_the_edits_of_the_plain_definition(original, data):
     assert same(derived, original) is _reference_same(derived, original)
 
 
+class _ReferenceTree:
+    """Copy-on-write by walking from the root for every edit: the plain definition of ``Tree``."""
+
+    def __init__(self, root):
+        self.root = dict(root)
+        self._owned = {id(self.root)}
+
+    def _own(self, parent, step, create):
+        child = parent[step] if (isinstance(step, int) or step in parent) else ABSENT
+        if child is ABSENT:
+            if not create:
+                return ABSENT
+            child = {}
+        elif not isinstance(child, (Mapping, list)):
+            return ABSENT
+        elif id(child) in self._owned:
+            return child
+        else:
+            child = dict(child) if isinstance(child, Mapping) else list(child)
+        parent[step] = child
+        self._owned.add(id(child))
+        return child
+
+    def _parent(self, path, create):
+        node = self.root
+        for index, step in enumerate(path[:-1]):
+            if isinstance(step, int):
+                if not isinstance(node, list) or not 0 <= step < len(node):
+                    return ABSENT
+            elif not isinstance(node, dict):
+                return ABSENT
+            node = self._own(node, step, create and isinstance(path[index + 1], str))
+            if node is ABSENT:
+                return ABSENT
+        return node
+
+    def set(self, path, value):
+        parent, last = self._parent(path, True), path[-1]
+        if isinstance(last, int):
+            if not isinstance(parent, list) or not 0 <= last < len(parent):
+                return False
+        elif not isinstance(parent, dict):
+            return False
+        parent[last] = value
+        return True
+
+    def remove(self, path):
+        parent, last = self._parent(path, False), path[-1]
+        if isinstance(last, str) and isinstance(parent, dict):
+            parent.pop(last, None)
+
+
+STEPS = st.lists(st.sampled_from(["a", "b", 0]), min_size=1, max_size=3).map(tuple)  # few steps: edits run into each other
+TREE_EDITS = st.lists(st.tuples(st.booleans(), STEPS, TRICKY_JSON), max_size=6)
+
+
+@TREES
+@given(root=st.dictionaries(st.sampled_from(["a", "b", "name"]), TRICKY_JSON, max_size=3), edits=TREE_EDITS)
+def test_tree_edits_end_as_the_plain_definitions_and_leave_the_input_alone(root, edits):
+    frozen = copy.deepcopy(root)
+    tree, reference = Tree(root), _ReferenceTree(copy.deepcopy(root))
+    for is_set, path, value in edits:
+        if is_set:
+            assert tree.set(path, value) is reference.set(path, value)
+        else:
+            tree.remove(path)
+            reference.remove(path)
+    assert json.dumps(tree.root) == json.dumps(reference.root)  # key order too
+    assert json.dumps(root) == json.dumps(frozen)
+
+
 @pytest.mark.parametrize("value", ["not json", '{"format": 2, "versions": {}}', '{"format": 1}',
                                    '{"format": 1, "versions": {"v": [[[], "-"]]}}', '[1, 2]', 7])
 def test_a_damaged_or_foreign_stash_counts_as_none(value):
