@@ -9,13 +9,22 @@ scopes counts only the pods all its scopes match; object counts such as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
+from policies.cluster import SnapshotMemo
 from policies.jobs import GROUP, LAUNCHER, WORKER, pod_spec, replica_spec, spec
 from policies.quantities import is_extended
-from policies.resources import HUGEPAGES_PREFIX, ContainerResources, JobPods, PodResources, Resources, parse_resources
+from policies.resources import (
+    HUGEPAGES_PREFIX,
+    ContainerResources,
+    JobPods,
+    PodResources,
+    Resources,
+    job_pods,
+    parse_resources,
+)
 
 MPIJOB_COUNT = f"count/mpijobs.{GROUP}"
 POD_COUNTS = ("pods", "count/pods")
@@ -23,6 +32,7 @@ POD_COUNTS = ("pods", "count/pods")
 # the API server keeps: "must specify requests.cpu").
 MUST_SPECIFY = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 _QOS_RESOURCES = ("cpu", "memory")
+ZERO = Decimal(0)
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,18 @@ class Quota:
     used: Resources
     scopes: tuple[str, ...]
     selector: tuple[Mapping[str, Any], ...]  # scopeSelector.matchExpressions
+    # Derived from the above once, as a quota is read by many requests:
+    # (resource, hard, used) of what pods are charged: every hard resource but the MPIJob count
+    limits: tuple[tuple[str, Decimal, Decimal], ...] = field(init=False, repr=False, compare=False)
+    # (resource, "requests" | "limits", container resource) of each MUST_SPECIFY resource it tracks
+    must_specify: tuple[tuple[str, str, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", tuple((r, hard, self.used.get(r, ZERO))
+                                                 for r, hard in self.hard.items() if r != MPIJOB_COUNT))
+        object.__setattr__(self, "must_specify", tuple(
+            (r, "limits" if r.startswith("limits.") else "requests", r.rsplit(".", 1)[-1])
+            for r in MUST_SPECIFY if r in self.hard))
 
     @property
     def scoped(self) -> bool:
@@ -127,6 +149,8 @@ def _scope_matches(scope: str, operator: str, values: Sequence[str], facts: PodF
 
 def quota_matches_pod(quota: Quota, facts: PodFacts) -> bool:
     """All ``spec.scopes`` and all ``scopeSelector`` expressions must match."""
+    if not (quota.scopes or quota.selector):
+        return True
     if not all(_scope_matches(s, "Exists", (), facts) for s in quota.scopes):
         return False
     return all(
@@ -138,16 +162,22 @@ def quota_matches_pod(quota: Quota, facts: PodFacts) -> bool:
 
 # --- usage --------------------------------------------------------------------------------
 
+_COMPUTE = ("cpu", "memory", "ephemeral-storage")
+_COMPUTE_NAMES = tuple((r, f"requests.{r}", f"limits.{r}") for r in _COMPUTE)  # formatted once
+_ONE = Decimal(1)
+
+
 def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Resources:
     """What one pod (or one container) charges: ``podComputeUsageHelper``."""
-    charged: Resources = {"pods": Decimal(1), "count/pods": Decimal(1)}
-    for resource in ("cpu", "memory", "ephemeral-storage"):
+    charged: Resources = {"pods": _ONE, "count/pods": _ONE}
+    for resource, requested, limited in _COMPUTE_NAMES:
         if resource in requests:
-            charged[resource] = requests[resource]
-            charged[f"requests.{resource}"] = requests[resource]
+            charged[resource] = charged[requested] = requests[resource]
         if resource in limits:
-            charged[f"limits.{resource}"] = limits[resource]
+            charged[limited] = limits[resource]
     for resource, value in requests.items():
+        if resource in _COMPUTE:
+            continue
         if resource.startswith(HUGEPAGES_PREFIX):
             charged[resource] = value
             charged[f"requests.{resource}"] = value
@@ -156,33 +186,58 @@ def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Res
     return charged
 
 
-def container_usage_names(container: ContainerResources) -> set[str]:
-    return set(usage(container.requests, container.limits))
+def unstated(container: ContainerResources, tracked: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The quota resources of ``tracked`` (``Quota.must_specify``) the container's usage lacks:
+    ``cpu`` and ``requests.cpu`` are charged when it requests cpu, ``limits.cpu`` when it limits it."""
+    return [resource for resource, side, name in tracked if name not in getattr(container, side)]
 
 
-@dataclass(frozen=True)
-class Charge:
+class Charge(NamedTuple):  # a tuple: made for every quota on every request, and cheap to make
     """What one job charges one quota: per launcher pod and per worker pod (zero when the pod
     does not match the quota's scopes)."""
 
     launcher: Resources
     worker: Resources
     workers: int
-    matching_pods: tuple[PodResources, ...]
 
     def total(self, resource: str) -> Decimal:
-        return self.launcher.get(resource, Decimal(0)) + self.workers * self.worker.get(resource, Decimal(0))
+        return self.launcher.get(resource, ZERO) + self.workers * self.worker.get(resource, ZERO)
+
+
+class PodCharge:
+    """One pod of a job as every quota sees it: what it charges, and what scopes look at (only
+    worked out when a quota has scopes)."""
+
+    __slots__ = ("pod", "usage", "_job", "_facts")
+
+    def __init__(self, job: Mapping[str, Any], pod: PodResources) -> None:
+        self.pod = pod
+        self.usage = usage(pod.requests, pod.limits)
+        self._job = job
+        self._facts: PodFacts | None = None
+
+    @property
+    def facts(self) -> PodFacts:
+        if self._facts is None:
+            self._facts = pod_facts(replica_spec(self._job, self.pod.replica_type), self.pod)
+        return self._facts
+
+
+def pod_charges(job: Mapping[str, Any], pods: JobPods) -> tuple[PodCharge, ...]:
+    """Worked out once per job, then held against each quota of the namespace (``charge_of``)."""
+    return tuple(PodCharge(job, pod) for pod in pods)
+
+
+def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
+    per_pod: dict[str, Resources] = {}
+    for pod in pods:
+        if not (quota.scopes or quota.selector) or quota_matches_pod(quota, pod.facts):
+            per_pod[pod.pod.replica_type] = pod.usage
+    return Charge(per_pod.get(LAUNCHER, {}), per_pod.get(WORKER, {}), workers)
 
 
 def charge(job: Mapping[str, Any], pods: JobPods, quota: Quota) -> Charge:
-    per_pod: dict[str, Resources] = {}
-    matching = []
-    for pod in pods:
-        replica = replica_spec(job, pod.replica_type)
-        if quota_matches_pod(quota, pod_facts(replica, pod)):
-            per_pod[pod.replica_type] = usage(pod.requests, pod.limits)
-            matching.append(pod)
-    return Charge(per_pod.get(LAUNCHER, {}), per_pod.get(WORKER, {}), pods.workers, tuple(matching))
+    return charge_of(pod_charges(job, pods), pods.workers, quota)
 
 
 # --- other jobs of the namespace ----------------------------------------------------------
@@ -229,3 +284,61 @@ def pods_not_created_yet(job: Mapping[str, Any]) -> bool:
         return False
     conditions = _conditions(job)
     return not conditions or conditions.get("Suspended") == "True"
+
+
+# --- the namespace as quotas see it, derived once per change ------------------------------
+
+def job_name(job: Mapping[str, Any]) -> str:
+    return (job.get("metadata") or {}).get("name") or ""
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """What the MPIJobs accepted but not started yet will charge one quota, by job name."""
+
+    charges: Mapping[str, Charge]
+    totals: Mapping[str, Decimal]  # per resource the quota tracks
+    names: Mapping[str, tuple[str, ...]]  # per resource, the jobs charging some of it, sorted
+    # (resource, hard, room) per ``Quota.limits``: room is hard - used - in flight, what a job may take now
+    rooms: tuple[tuple[str, Decimal, Decimal], ...]
+
+    @classmethod
+    def of(cls, charges: Mapping[str, Charge], quota: Quota) -> InFlight:
+        totals = {r: sum((c.total(r) for c in charges.values()), ZERO) for r in quota.hard}
+        return cls(charges, totals,
+                   {r: tuple(sorted(n for n, c in charges.items() if c.total(r) > 0)) for r in quota.hard},
+                   tuple((r, hard, hard - used - totals[r]) for r, hard, used in quota.limits))
+
+    def without(self, name: str, quota: Quota) -> InFlight:
+        """The request's own job is never in flight beside itself."""
+        if name not in self.charges:
+            return self
+        return InFlight.of({n: c for n, c in self.charges.items() if n != name}, quota)
+
+
+@dataclass(frozen=True)
+class NamespaceQuotas:
+    """A namespace's quotas (sorted by name), each with what is in flight against it, and the
+    names of its MPIJobs whose pods are running (already in ``status.used``)."""
+
+    quotas: tuple[Quota, ...]
+    in_flight: tuple[InFlight, ...]  # one per quota
+    running: tuple[str, ...]
+
+    def running_besides(self, name: str) -> int:
+        return sum(1 for n in self.running if n != name)
+
+
+def _namespace_quotas(quota_objects: Iterable[Mapping[str, Any]], limit_ranges: Iterable[Mapping[str, Any]],
+                      jobs: Iterable[Mapping[str, Any]]) -> NamespaceQuotas:
+    parsed = tuple(quotas(quota_objects))
+    starting = [(job_name(j), j, job_pods(j, limit_ranges)) for j in jobs if pods_not_created_yet(j)]
+    in_flight = tuple(InFlight.of({name: charge(j, pods, quota) for name, j, pods in starting}, quota)
+                      for quota in parsed)
+    running = tuple(job_name(j) for j in jobs if is_active(j) and not pods_not_created_yet(j))
+    return NamespaceQuotas(parsed, in_flight, running)
+
+
+# Keyed on the ClusterView's snapshots of the namespace's quotas, LimitRanges and MPIJobs: parsed
+# again only when one of them changed. Sized for the namespaces that submit jobs at one time.
+namespace_quotas: SnapshotMemo[NamespaceQuotas] = SnapshotMemo(_namespace_quotas, size=2048)

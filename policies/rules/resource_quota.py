@@ -20,27 +20,28 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import NamedTuple
 
 from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import WORKER, display_name, queue_name, replica_path, replica_spec, worker_replicas
+from policies.jobs import WORKER, display_name, queue_name, replica_path, worker_replicas
 from policies.messages import fits_warning, plural
 from policies.quantities import format_quantity
 from policies.quota import (
     MPIJOB_COUNT,
-    MUST_SPECIFY,
     Charge,
+    NamespaceQuotas,
+    PodCharge,
     Quota,
-    charge,
-    container_usage_names,
+    charge_of,
     is_active,
     is_suspended,
-    pod_facts,
+    namespace_quotas,
+    pod_charges,
     pods_not_created_yet,
     quota_matches_pod,
-    quotas,
+    unstated,
 )
-from policies.resources import JobPods, job_pods, request_pods
+from policies.resources import request_pods
 
 WORKER_REPLICAS = f"{replica_path(WORKER)}.replicas"
 ZERO = Decimal(0)
@@ -61,8 +62,7 @@ def minimum_workers(ctx: RuleContext) -> int:
         return 1
 
 
-@dataclass(frozen=True)
-class Demand:
+class Demand(NamedTuple):  # a tuple: made for every quota on every request, and cheap to make
     """What this request adds to one quota: a fixed part plus ``workers`` × ``per_worker``.
 
     For a new job (or one about to start) the fixed part is the launcher; for an update that
@@ -140,47 +140,51 @@ class ResourceQuota:
     needs_cluster = True
 
     def check(self, ctx: RuleContext) -> Iterator[Finding]:
-        namespace_quotas = quotas(ctx.cluster.resource_quotas(ctx.namespace))
-        if not namespace_quotas:
+        quota_objects = ctx.cluster.resource_quotas(ctx.namespace)
+        if not quota_objects:
             return
-        limit_ranges = ctx.cluster.limit_ranges(ctx.namespace)
+        # Parsed quotas and what other jobs hold in flight: derived once per change of these
+        namespace = namespace_quotas(quota_objects, ctx.cluster.limit_ranges(ctx.namespace),
+                                     ctx.cluster.mpijobs(ctx.namespace))
         pods = request_pods(ctx)
-        yield from self._unstated(ctx, pods, namespace_quotas)
+        charges = pod_charges(ctx.job, pods)
+        yield from self._unstated(charges, namespace.quotas)
         if ctx.operation == "CREATE":
-            yield from self._job_count(ctx, namespace_quotas)
-        others = [j for j in ctx.cluster.mpijobs(ctx.namespace) if _name(j) != ctx.name]
-        starting = [(j, job_pods(j, limit_ranges)) for j in others if pods_not_created_yet(j)]
-        shortfalls, fit = [], _Fit()
-        for quota in namespace_quotas:
-            demand = self._demand(ctx, pods, quota)
+            yield from self._job_count(ctx, namespace.quotas)
+        if ctx.operation == "UPDATE" and is_suspended(ctx.job):
+            return  # being (or staying) suspended: nothing is charged until it resumes, checked then
+        running_workers = _running_workers(ctx)
+        shortfalls, bounds = [], []
+        for quota, in_flight in zip(namespace.quotas, namespace.in_flight):
+            demand = _demand(charge_of(charges, pods.workers, quota), running_workers)
             if demand is None:
                 continue
-            pending = {_name(j): charge(j, p, quota) for j, p in starting}
-            for resource, hard in quota.hard.items():
-                if resource == MPIJOB_COUNT or demand.total(resource) <= 0 and not demand.per_worker.get(resource):
+            in_flight = in_flight.without(ctx.name, quota)
+            for resource, hard, room_now in in_flight.rooms:
+                fixed, per_worker = demand.fixed.get(resource, ZERO), demand.per_worker.get(resource, ZERO)
+                requested = fixed + demand.workers * per_worker
+                if requested <= ZERO and not per_worker:
                     continue
-                in_flight = sum((c.total(resource) for c in pending.values()), ZERO)
-                room_now = hard - quota.used.get(resource, ZERO) - in_flight
-                fit.bound(demand.fixed.get(resource, ZERO), demand.per_worker.get(resource, ZERO),
-                          room_now, hard, demand.offset)
-                if demand.total(resource) > room_now:
-                    names = tuple(sorted(n for n, c in pending.items() if c.total(resource) > 0))
-                    shortfalls.append(Shortfall(quota, resource, demand, in_flight, names,
-                                                pods.defaulted_by(_pod_resource(resource))))
+                bounds.append((fixed, per_worker, room_now, hard, demand.offset))
+                if requested > room_now:
+                    shortfalls.append(Shortfall(quota, resource, demand, in_flight.totals[resource],
+                                                in_flight.names[resource], pods.defaulted_by(_pod_resource(resource))))
         if shortfalls:
-            yield self._shortfall_finding(ctx, shortfalls, fit, others)
+            fit = _Fit()
+            for bound in bounds:
+                fit.bound(*bound)
+            yield self._shortfall_finding(ctx, shortfalls, fit, namespace)
 
     # --- "must specify requests.cpu" --------------------------------------------------------
-    def _unstated(self, ctx: RuleContext, pods: JobPods, namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
+    def _unstated(self, charges: Sequence[PodCharge], namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
         for quota in namespace_quotas:
-            tracked = [r for r in MUST_SPECIFY if r in quota.hard]
-            if not tracked:
+            if not quota.must_specify:
                 continue
-            for pod in pods:
-                if not quota_matches_pod(quota, pod_facts(replica_spec(ctx.job, pod.replica_type), pod)):
+            for pod in charges:
+                if quota.scoped and not quota_matches_pod(quota, pod.facts):
                     continue
-                for container in pod.containers:
-                    missing = [r for r in tracked if r not in container_usage_names(container)]
+                for container in pod.pod.containers:
+                    missing = unstated(container, quota.must_specify)
                     if missing:
                         yield _unstated_finding(self.id, quota, container.path, container.name, missing)
 
@@ -200,24 +204,9 @@ class ResourceQuota:
                     Problem.POLICY,
                 )
 
-    # --- what this request adds ------------------------------------------------------------
-    def _demand(self, ctx: RuleContext, pods: JobPods, quota: Quota) -> Demand | None:
-        job_charge = charge(ctx.job, pods, quota)
-        old = ctx.old_job
-        if ctx.operation == "UPDATE" and is_suspended(ctx.job):
-            return None  # being (or staying) suspended: nothing is charged until it resumes, checked then
-        if ctx.operation == "UPDATE" and old is not None and is_active(old) and not pods_not_created_yet(old):
-            # Running already: its pods are in status.used; only added workers charge anew.
-            old_workers = worker_replicas(old)
-            added = max(job_charge.workers - old_workers, 0)
-            if not added:
-                return None
-            return Demand({}, job_charge.worker, added, offset=old_workers)
-        return _full(job_charge)
-
     # --- the message ------------------------------------------------------------------------
     def _shortfall_finding(self, ctx: RuleContext, shortfalls: list[Shortfall], fit: _Fit,
-                           others: Sequence[Mapping[str, Any]]) -> Finding:
+                           namespace: NamespaceQuotas) -> Finding:
         params: ResourceQuotaParams = ctx.params(self.id)
         never = any(s.over_hard for s in shortfalls)
         queued = queue_name(ctx.job) is not None or is_suspended(ctx.job)
@@ -228,7 +217,7 @@ class ResourceQuota:
             hint = fit.now if fit.now is not None and minimum_workers(ctx) <= fit.now < workers else None
             return Finding(self.id, path, _queued_message(self.id, path, shortfalls[0], len(shortfalls) - 1, hint),
                            Problem.POLICY, ceiling=Action.WARN)
-        running = sum(1 for j in others if is_active(j) and not pods_not_created_yet(j))
+        running = namespace.running_besides(ctx.name)
         head = ("needs more than the namespace quota allows in total, so it can never run as is"
                 if never else "does not fit the namespace quota now")
         details = "; ".join(_describe(s) for s in shortfalls)
@@ -237,12 +226,24 @@ class ResourceQuota:
                                       f"Suggestions: {suggestions}", Problem.POLICY)
 
 
-def _full(job_charge: Charge) -> Demand:
-    return Demand(job_charge.launcher, job_charge.worker, job_charge.workers)
+# --- what this request adds -------------------------------------------------------------------
+
+def _running_workers(ctx: RuleContext) -> int | None:
+    """For an update of a job whose pods run already (they are in ``status.used``): its worker
+    count before the update; None when the whole job is charged."""
+    old = ctx.old_job
+    if ctx.operation == "UPDATE" and old is not None and is_active(old) and not pods_not_created_yet(old):
+        return worker_replicas(old)
+    return None
 
 
-def _name(job: Mapping[str, Any]) -> str:
-    return (job.get("metadata") or {}).get("name") or ""
+def _demand(job_charge: Charge, running_workers: int | None) -> Demand | None:
+    if running_workers is None:
+        return Demand(job_charge.launcher, job_charge.worker, job_charge.workers)
+    added = max(job_charge.workers - running_workers, 0)  # only added workers charge anew
+    if not added:
+        return None
+    return Demand({}, job_charge.worker, added, offset=running_workers)
 
 
 def _pod_resource(quota_resource: str) -> str:

@@ -1,9 +1,16 @@
+from decimal import Decimal
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies import messages
 from policies.base import Action, Problem
 from policies.cluster import StaticClusterView
 from policies.engine import evaluate
+from policies.quantities import is_extended
+from policies.quota import MUST_SPECIFY, Quota, namespace_quotas, unstated, usage
+from policies.resources import ContainerResources
 from policies.rules.resource_quota import ResourceQuota
 from policies.settings import Settings
 from tests.builders import context, mpijob
@@ -282,3 +289,85 @@ def test_the_queued_warning_stays_whole_with_long_names():
     line = messages.line(finding)
     assert len(line) <= 256, line
     assert f"ResourceQuota {name} has" in line and "its pods will wait" in line
+
+
+# --- derived once per change of the cluster state ----------------------------------------------
+# The view hands out snapshots; what the rule derives from them (parsed quotas, jobs in flight)
+# is kept until a snapshot is replaced. A view replaced by one with changed objects must be read
+# anew on the very next check.
+
+def test_a_changed_quota_is_seen_on_the_next_check():
+    cluster = view(gpu_quota(hard=32, used=24))
+    assert check(gpu_job(workers=6), cluster) != []
+    assert check(gpu_job(workers=6), cluster) != []  # answered from what was derived
+    assert check(gpu_job(workers=6), view(gpu_quota(hard=64, used=24))) == []
+    (finding,) = check(gpu_job(workers=6), view(gpu_quota(hard=32, used=30)))
+    assert "hard 32, used 30, available 2" in finding.message
+
+
+def test_a_job_that_started_is_no_longer_in_flight_on_the_next_check():
+    limits = {"limits": {"nvidia.com/gpu": 2}}
+    quotas = {"team-a": (gpu_quota(),)}  # unchanged: the very same snapshot in both views
+    first = stored_mpijob("first", workers=4, worker_resources=limits)
+    waiting = StaticClusterView(quotas=quotas, jobs={"team-a": (first,)})
+    (finding,) = check(gpu_job(workers=2), waiting)
+    assert "+ 8 for MPIJobs accepted but not started yet (first)" in finding.message
+    started = stored_mpijob("first", workers=4, conditions=RUNNING, worker_resources=limits)
+    assert check(gpu_job(workers=2), StaticClusterView(quotas=quotas, jobs={"team-a": (started,)})) == []
+
+
+def test_a_changed_limit_range_changes_what_jobs_in_flight_charge():
+    quotas = {"team-a": (resource_quota("gpus", {GPU: 16}),)}
+    jobs = {"team-a": (stored_mpijob("first", workers=4, worker_resources={"limits": {"cpu": 1}}),)}
+    assert check(gpu_job(workers=3), StaticClusterView(quotas=quotas, jobs=jobs)) == []
+    gpu_max = limit_range("gpu-max", container_limits(max={"nvidia.com/gpu": "2"}))
+    (finding,) = check(gpu_job(workers=3), StaticClusterView(quotas=quotas, jobs=jobs, ranges={"team-a": (gpu_max,)}))
+    # the waiting job's launcher and 4 workers now get 2 GPUs each from the LimitRange
+    assert "used 0 + 10 for MPIJobs accepted but not started yet (first), available 6" in finding.message
+
+
+def test_the_same_snapshots_are_derived_once_and_new_ones_again():
+    quotas, ranges, jobs = (gpu_quota(),), (), (stored_mpijob("first"),)
+    derived = namespace_quotas(quotas, ranges, jobs)
+    assert namespace_quotas(quotas, ranges, jobs) is derived
+    assert namespace_quotas((gpu_quota(),), ranges, jobs) is not derived
+    assert namespace_quotas(quotas, ranges, (stored_mpijob("first", conditions=RUNNING),)).running == ("first",)
+
+
+# --- what a pod charges: pinned against the API server's podComputeUsageHelper, as written -----
+
+def reference_usage(requests, limits):
+    charged = {"pods": Decimal(1), "count/pods": Decimal(1)}
+    for resource in ("cpu", "memory", "ephemeral-storage"):
+        if resource in requests:
+            charged[resource] = requests[resource]
+            charged[f"requests.{resource}"] = requests[resource]
+        if resource in limits:
+            charged[f"limits.{resource}"] = limits[resource]
+    for resource, value in requests.items():
+        if resource.startswith("hugepages-"):
+            charged[resource] = value
+            charged[f"requests.{resource}"] = value
+        elif is_extended(resource):
+            charged[f"requests.{resource}"] = value
+    return charged
+
+
+pod_resource_names = st.sampled_from(["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu",
+                                      "example.com/fpga", "kubernetes.io/batch", "pods"]) \
+    | st.text("abc./-", max_size=6)
+resource_maps = st.dictionaries(pod_resource_names, st.builds(Decimal, st.integers(0, 64)), max_size=5)
+
+
+@given(resource_maps, resource_maps)
+def test_usage_is_what_the_api_server_charges(requests, limits):
+    charged = usage(requests, limits)
+    assert list(charged.items()) == list(reference_usage(requests, limits).items())
+
+
+@given(resource_maps, resource_maps, st.sets(st.sampled_from(MUST_SPECIFY)))
+def test_unstated_is_what_the_container_does_not_charge(requests, limits, tracked):
+    quota = Quota("q", {r: Decimal(1) for r in tracked}, {}, (), ())
+    container = ContainerResources("spec.x", "main", requests, limits)
+    charged = reference_usage(requests, limits)
+    assert unstated(container, quota.must_specify) == [r for r in MUST_SPECIFY if r in tracked and r not in charged]
