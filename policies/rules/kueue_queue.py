@@ -6,13 +6,22 @@ job names no queue or when Kueue is not installed (no LocalQueue CRD).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
+from policies.cluster import Obj, SnapshotMemo
 from policies.jobs import queue_name
 from policies.messages import fits_warning
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _queue_names(queues: Sequence[Obj]) -> tuple[str, ...]:
+    return tuple(sorted({(q.get("metadata") or {}).get("name") or "" for q in queues} - {""}))
+
+
+# Keyed on the ClusterView's snapshot of the namespace's LocalQueues: read again only when one changed.
+queue_names: SnapshotMemo[tuple[str, ...]] = SnapshotMemo(_queue_names, size=2048)
 
 
 class KueueQueue:
@@ -28,7 +37,7 @@ class KueueQueue:
         queues = ctx.cluster.local_queues(ctx.namespace)
         if queues is None:
             return
-        names = sorted({(q.get("metadata") or {}).get("name") or "" for q in queues} - {""})
+        names = queue_names(queues)
         if wanted in names:
             return
         path = f"metadata.labels[{QUEUE_LABEL}]"

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from policies.base import Action, Finding, Problem, RuleContext
+from policies.cluster import SnapshotMemo
 from policies.jobs import LAUNCHER, pod_spec, replica_spec
 from policies.messages import fits_warning
 from policies.quantities import format_quantity, is_extended
@@ -28,6 +29,7 @@ from policies.resources import PodResources, parse_resources, request_pods
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+_ZERO = Decimal(0)
 
 
 # --- placement: labels, affinity, taints --------------------------------------------------
@@ -110,24 +112,35 @@ def _taint_text(taint: Mapping[str, Any]) -> str:
     return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
-def placement_problem(pod: Mapping[str, Any], node: Node) -> str | None:
-    """Why the pod can never be placed on ``node`` whatever its size, or None."""
-    selector = pod.get("nodeSelector") or {}
-    labels = _labels(node)
-    for key, value in selector.items():
-        if labels.get(key) != value:
-            return f"no label {key}={value}"
-    terms = _required_terms(pod)
-    if terms is not None and not any(_term_matches(t, node) for t in terms):
-        return "not matched by the required node affinity"
-    tolerations = [t for t in pod.get("tolerations") or () if isinstance(t, Mapping)]
+def blocking_taints(node: Node) -> tuple[Mapping[str, Any], ...]:
+    """The node's taints that keep pods off unless tolerated; a cordoned node has one more."""
     node_spec = node.get("spec") or {}
     taints = [t for t in node_spec.get("taints") or () if isinstance(t, Mapping)]
     if node_spec.get("unschedulable"):
         taints.append(_UNSCHEDULABLE_TAINT)
-    for taint in taints:
-        if taint.get("effect") in _BLOCKING_EFFECTS and not _tolerates(tolerations, taint):
-            return f"taint {_taint_text(taint)} not tolerated"
+    return tuple(t for t in taints if t.get("effect") in _BLOCKING_EFFECTS)
+
+
+def placement_problem(pod: Mapping[str, Any], node: Node,
+                      taints: Sequence[Mapping[str, Any]] | None = None) -> str | None:
+    """Why the pod can never be placed on ``node`` whatever its size, or None. ``taints``: the
+    node's ``blocking_taints``, when worked out already."""
+    selector = pod.get("nodeSelector")
+    if selector:
+        labels = _labels(node)
+        for key, value in selector.items():
+            if labels.get(key) != value:
+                return f"no label {key}={value}"
+    terms = _required_terms(pod)
+    if terms is not None and not any(_term_matches(t, node) for t in terms):
+        return "not matched by the required node affinity"
+    if taints is None:
+        taints = blocking_taints(node)
+    if taints:
+        tolerations = [t for t in pod.get("tolerations") or () if isinstance(t, Mapping)]
+        for taint in taints:
+            if not _tolerates(tolerations, taint):
+                return f"taint {_taint_text(taint)} not tolerated"
     return None
 
 
@@ -149,8 +162,39 @@ def _parsed_allocatable(items: tuple[tuple[str, Any], ...]) -> Mapping[str, Deci
     return MappingProxyType(parse_resources(dict(items)))  # shared between requests: read-only
 
 
+class NodeFacts(NamedTuple):
+    node: Node
+    allocatable: Mapping[str, Decimal]
+    taints: tuple[Mapping[str, Any], ...]  # blocking_taints
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What node-fit reads of each node, and every resource some node advertises."""
+
+    nodes: tuple[NodeFacts, ...]
+    advertised: frozenset[str]
+
+
+def _capacity(nodes: Sequence[Node]) -> Capacity:
+    facts = tuple(NodeFacts(node, _allocatable(node), blocking_taints(node)) for node in nodes)
+    return Capacity(facts, frozenset(r for f in facts for r, v in f.allocatable.items() if v > 0))
+
+
+# Keyed on the ClusterView's snapshot of the nodes: parsed again only when a node changed.
+capacity: SnapshotMemo[Capacity] = SnapshotMemo(_capacity, size=16)
+
+
 def _short(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> list[str]:
     return [r for r, v in requests.items() if v > allocatable.get(r, Decimal(0))]
+
+
+def _covers(allocatable: Mapping[str, Decimal], requests: Mapping[str, Decimal]) -> bool:
+    """``not _short(requests, allocatable)``, without building the list."""
+    for resource, value in requests.items():
+        if value > allocatable.get(resource, _ZERO):
+            return False
+    return True
 
 
 def _score(requests: Mapping[str, Decimal], allocatable: Mapping[str, Decimal]) -> tuple[int, Decimal]:
@@ -188,15 +232,14 @@ class NodeFit:
         if not nodes:  # nothing known (yet): an empty or scaled-to-zero cluster says nothing
             return
         params: NodeFitParams = ctx.params(self.id)
-        # Parsed once per request: every pod is held against every node, several times.
-        allocatable = {id(n): _allocatable(n) for n in nodes}
-        advertised = {r for values in allocatable.values() for r, v in values.items() if v > 0}
+        cluster = capacity(nodes)
         missing_reported: set[str] = set()
         for pod in request_pods(ctx):
             if pod.replica_type == LAUNCHER and not params.check_launcher:
                 continue
             requests = {r: v for r, v in pod.requests.items() if v > 0}
-            unknown = sorted(r for r in requests if is_extended(r) and r not in advertised)
+            unknown = [] if cluster.advertised.issuperset(requests) else \
+                sorted(r for r in requests if r not in cluster.advertised and is_extended(r))
             for resource in unknown:
                 if resource not in missing_reported:
                     missing_reported.add(resource)
@@ -207,35 +250,35 @@ class NodeFit:
                         Problem.POLICY, ceiling=Action.WARN)
             if unknown:
                 continue
-            finding = self._fit(ctx, pod, requests, nodes, allocatable)
+            finding = self._fit(ctx, pod, requests, cluster)
             if finding:
                 yield finding
 
     def _fit(self, ctx: RuleContext, pod: PodResources, requests: Mapping[str, Decimal],
-             nodes: Sequence[Node], allocatable_of: Mapping[int, Mapping[str, Decimal]]) -> Finding | None:
+             cluster: Capacity) -> Finding | None:
         template = pod_spec(replica_spec(ctx.job, pod.replica_type))
-        for node in nodes:  # the usual case, answered at the first node that can take the pod
-            if not _short(requests, allocatable_of[id(node)]) and placement_problem(template, node) is None:
+        for node, allocatable, taints in cluster.nodes:  # the usual case: answered at the first node that takes the pod
+            if _covers(allocatable, requests) and placement_problem(template, node, taints) is None:
                 return None
-        ruled_out: dict[str, list[Node]] = {}
+        ruled_out: dict[str, list[NodeFacts]] = {}
         candidates = []
-        for node in nodes:
-            problem = placement_problem(template, node)
+        for facts in cluster.nodes:
+            problem = placement_problem(template, facts.node, facts.taints)
             if problem:
-                ruled_out.setdefault(problem, []).append(node)
+                ruled_out.setdefault(problem, []).append(facts)
             else:
-                candidates.append(node)
+                candidates.append(facts)
         path = f"{pod.path}.template.spec"
         role = f"a {pod.replica_type} pod"
         if not candidates:
-            return Finding(self.id, path, f"no node can ever run {role}: {_reason(ruled_out, len(nodes))}; "
+            return Finding(self.id, path, f"no node can ever run {role}: {_reason(ruled_out, len(cluster.nodes))}; "
                                           f"{_FIX_PLACEMENT}", Problem.POLICY)
-        best = max(candidates, key=lambda n: _score(requests, allocatable_of[id(n)]))
-        allocatable = allocatable_of[id(best)]
+        best = max(candidates, key=lambda f: _score(requests, f.allocatable))
+        allocatable = best.allocatable
         short = _short(requests, allocatable)
         if not short:
             return None
-        big_enough = {reason: [n for n in group if not _short(requests, allocatable_of[id(n)])]
+        big_enough = {reason: [f for f in group if not _short(requests, f.allocatable)]
                       for reason, group in ruled_out.items()}
         big_enough = {reason: group for reason, group in big_enough.items() if group}
 
@@ -244,7 +287,7 @@ class NodeFit:
             if big_enough:  # the pod would fit where it may not go: the placement is the problem
                 count = sum(len(group) for group in big_enough.values())
                 return f"{asked}; nodes with room are ruled out: {_reason(big_enough, count)}; {_FIX_PLACEMENT}"
-            return (f"{asked}; largest of {len(candidates)} matching: {_node_name(best)} with "
+            return (f"{asked}; largest of {len(candidates)} matching: {_node_name(best.node)} with "
                     f"{_list(allocatable, shown)}; use more, smaller pods or larger nodes")
 
         # a warning is cut at 256 characters: name two of the shortfalls, or one if need be
@@ -257,7 +300,7 @@ class NodeFit:
 _FIX_PLACEMENT = "fix its nodeSelector, affinity or tolerations"
 
 
-def _reason(groups: Mapping[str, Sequence[Node]], total: int) -> str:
+def _reason(groups: Mapping[str, Sequence[NodeFacts]], total: int) -> str:
     """The most common reason nodes were ruled out: ``taint … not tolerated on 2 of 3 nodes``."""
     reason, group = max(groups.items(), key=lambda item: len(item[1]))
     return f"{reason} on {len(group)} of {total} {'node' if total == 1 else 'nodes'}"

@@ -47,3 +47,12 @@ def test_as_many_queue_names_as_a_warning_holds():
     line = messages.line(finding)
     assert len(line) <= 256
     assert "LocalQueues here: queue-with-a-rather-long-name-0, " in finding.message and ", …)" in finding.message
+
+
+def test_a_queue_created_later_is_seen_on_the_next_check():
+    """Queue names are read once per snapshot of the namespace's LocalQueues."""
+    before = {"team-a": [local_queue("default")]}
+    (finding,) = check(job_in_queue("gpu"), before)
+    assert "(LocalQueues here: default)" in finding.message
+    assert len(check(job_in_queue("gpu"), before)) == 1
+    assert check(job_in_queue("gpu"), {"team-a": [local_queue("default"), local_queue("gpu")]}) == []

@@ -4,7 +4,7 @@ from policies import messages
 from policies.base import Action, Problem
 from policies.cluster import StaticClusterView
 from policies.engine import evaluate
-from policies.rules.node_fit import NodeFit, placement_problem
+from policies.rules.node_fit import NodeFit, blocking_taints, placement_problem
 from policies.settings import Settings
 from tests.builders import context, mpijob
 from tests.kube_objects import container_limits, limit_range, node
@@ -138,3 +138,39 @@ def test_no_nodes_known_says_nothing():
         "gt", "terms-or"])
 def test_placement(pod, node_obj, problem):
     assert placement_problem(pod, node_obj) == problem
+
+
+def test_a_changed_node_is_seen_on_the_next_check():
+    """Node capacities are derived once per snapshot of the nodes; a new snapshot is read anew."""
+    job = gpu_worker_job({"cpu": 48, "nvidia.com/gpu": 8}, selector={"gpu": "a100"})
+    (finding,) = check(job)
+    assert "largest of 2 matching: gpu-a with cpu 31500m" in finding.message
+    assert len(check(job)) == 1  # answered from what was derived
+    grown = [CLUSTER[0], node("gpu-a", {"cpu": "64", "memory": "251Gi", "nvidia.com/gpu": "8"}, labels={"gpu": "a100"},
+                              taints=[GPU_TAINT]), CLUSTER[2]]
+    assert check(job, nodes=grown) == []
+    cordoned = [CLUSTER[0], node("gpu-a", {"cpu": "64", "memory": "251Gi", "nvidia.com/gpu": "8"},
+                                 labels={"gpu": "a100"}, taints=[GPU_TAINT], unschedulable=True), CLUSTER[2]]
+    (finding,) = check(job, nodes=cordoned)
+    assert ("nodes with room are ruled out: taint node.kubernetes.io/unschedulable:NoSchedule not tolerated "
+            "on 1 of 1 node") in finding.message
+
+
+def test_a_resource_advertised_later_is_seen_on_the_next_check():
+    job = gpu_worker_job({"cpu": 1, "amd.com/gpu": 1})
+    (finding,) = check(job)
+    assert finding.message.startswith("amd.com/gpu is requested but no node in the cluster advertises it")
+    assert check(job, nodes=[*CLUSTER, node("amd-1", {"cpu": "16", "amd.com/gpu": "4"})]) == []
+
+
+@pytest.mark.parametrize("node_obj", [
+    node("n", {}), node("n", {}, unschedulable=True),
+    node("n", {}, taints=[{"key": "k", "effect": "PreferNoSchedule"},
+                          {"key": "k", "value": "v", "effect": "NoExecute"}]),
+    node("n", {}, taints=[GPU_TAINT], unschedulable=True),
+], ids=["untainted", "cordoned", "mixed-effects", "tainted-and-cordoned"])
+@pytest.mark.parametrize("pod", [{}, {"tolerations": TOLERATE_GPU}, {"tolerations": [{"operator": "Exists"}]},
+                                 {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute"}]}],
+                         ids=["none", "gpu", "all", "k-no-execute"])
+def test_placement_with_the_taints_worked_out_before_is_the_same(pod, node_obj):
+    assert placement_problem(pod, node_obj, blocking_taints(node_obj)) == placement_problem(pod, node_obj)
