@@ -166,6 +166,31 @@ def test_every_list_event_and_bookmark_reports_the_cache_in_sync(api: KubeAPI, t
         caches.stop()
 
 
+def test_snapshots_stay_the_same_objects_until_something_in_them_changes(api: KubeAPI, caches: ClusterCaches):
+    """The rules derive data from what the caches hand out once per change (parsed quotas, node
+    capacities), found by identity: unchanged state must come back as the very same objects."""
+    api.apply(resource_quota("gpus", {GPU: 32}), resource_quota("other", {"pods": 1}, namespace="team-b"))
+    eventually(lambda: caches.resource_quotas("team-a") and caches.resource_quotas("team-b"))
+    quotas, nodes, jobs = caches.resource_quotas("team-a"), caches.nodes(), caches.mpijobs("team-a")
+    assert caches.resource_quotas("team-a") is quotas and caches.nodes() is nodes and caches.mpijobs("team-a") is jobs
+    # a node heartbeat moves only what node-fit does not read; another namespace's quota changes
+    heartbeat = node("gpu-1", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"})
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                          "lastHeartbeatTime": "2026-01-01T00:01:00Z"}]
+    version = api.apply(heartbeat)
+    api.apply(resource_quota("other", {"pods": 2}, namespace="team-b"))
+    eventually(lambda: caches.resource_versions()["nodes"] == str(version))
+    eventually(lambda: caches.resource_quotas("team-b")[0]["spec"]["hard"]["pods"] == "2")
+    assert caches.nodes() is nodes
+    assert caches.resource_quotas("team-a") is quotas
+    # a change is a new snapshot
+    api.apply(resource_quota("gpus", {GPU: 64}))
+    eventually(lambda: caches.resource_quotas("team-a") is not quotas)
+    assert caches.resource_quotas("team-a")[0]["spec"]["hard"][GPU] == "64"
+    api.apply(node("gpu-1", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "16"}))
+    eventually(lambda: caches.nodes() is not nodes)
+
+
 def test_kueue_installed_later_is_picked_up(api: KubeAPI, caches: ClusterCaches):
     assert caches.local_queues("team-a") is None
     api.install(local_queues("v1beta2"))
@@ -328,6 +353,13 @@ def test_node_fit_warning(api: KubeAPI, caches: ClusterCaches):
     assert ("[node-fit] spec.mpiReplicaSpecs[Worker].template.spec: no matching node can hold a Worker pod "
             "(nvidia.com/gpu 16); largest of 1 matching: gpu-1 with nvidia.com/gpu 8; use more, smaller pods or "
             "larger nodes") in warnings
+
+
+def test_a_node_change_is_seen_on_the_next_request(api: KubeAPI, caches: ClusterCaches):
+    job = gpu_job(workers=2, gpus=16)
+    assert any(w.startswith("[node-fit]") for w in validate(caches, job)["warnings"])
+    api.apply(node("gpu-1", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "16"}))
+    eventually(lambda: not any(w.startswith("[node-fit]") for w in validate(caches, job).get("warnings", [])))
 
 
 def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: ClusterCaches):
