@@ -66,12 +66,21 @@ def containers(
             yield f"{base_path}.template.spec.{key}[{index}]", container
 
 
+def init_containers(replica: Mapping[str, Any] | None, base_path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(field path, init container) pairs of one replica's pod template, in order."""
+    for index, container in enumerate(pod_spec(replica).get("initContainers") or ()):
+        yield f"{base_path}.template.spec.initContainers[{index}]", container
+
+
 def all_containers(job: Job, *, init: bool = True) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """(replica type, field path, container) for every container of every known replica."""
-    for replica_type in REPLICA_TYPES:
-        replica = replica_spec(job, replica_type)
-        for path, container in containers(replica, replica_path(replica_type), init=init):
-            yield replica_type, path, container
+    specs = replica_specs(job)
+    keys = ("initContainers", "containers") if init else ("containers",)
+    for replica_type in REPLICA_TYPES:  # containers(), inlined: rules walk this on every request
+        pod, base_path = pod_spec(specs.get(replica_type)), replica_path(replica_type)
+        for key in keys:
+            for index, container in enumerate(pod.get(key) or ()):
+                yield replica_type, f"{base_path}.template.spec.{key}[{index}]", container
 
 
 def display_name(job: Job) -> str:

@@ -15,22 +15,27 @@ What the user writes is not what the pod gets. In order, the API server:
    of its containers (plus restartable init containers, "sidecars") and its largest init container
    (plus the sidecars started before it).
 
-Nothing here reads the cluster: callers pass the namespace's LimitRanges.
+Nothing here reads the cluster: callers pass the namespace's LimitRanges, which are parsed once
+per change of them (``namespace_limits``), not once per request.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from policies.base import RuleContext
-from policies.jobs import REPLICA_TYPES, WORKER, containers, pod_spec, replica_path, replica_spec, worker_replicas
+from policies.cluster import SnapshotMemo
+from policies.jobs import (REPLICA_TYPES, WORKER, containers, init_containers, replica_path, replica_specs,
+                           worker_replicas)
 from policies.quantities import BadQuantity, format_quantity, is_extended, quantity
 
 Resources = dict[str, Decimal]
 # Where a value came from: "" for the container spec, else the LimitRange that defaulted it.
 SPEC = ""
+ZERO = Decimal(0)
 
 # Resources whose request may never differ from the limit (apimachinery: "non-overcommitable").
 HUGEPAGES_PREFIX = "hugepages-"
@@ -42,7 +47,7 @@ def parse_resources(values: Any) -> Resources:
     """A container's ``requests`` or ``limits`` map; unparsable entries are left out (the API
     server refuses them with its own message, and a quota cannot count what does not parse)."""
     parsed: Resources = {}
-    if not isinstance(values, Mapping):
+    if not _is_mapping(values):
         return parsed
     for name, value in values.items():
         try:
@@ -52,6 +57,13 @@ def parse_resources(values: Any) -> Resources:
     return parsed
 
 
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, without the ABC machinery for the dicts JSON gives."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+# The same few resource names come in every request; the answer depends on the name alone.
+@lru_cache(maxsize=1024)
 def is_non_overcommittable(resource: str) -> bool:
     return is_extended(resource) or resource.startswith(HUGEPAGES_PREFIX)
 
@@ -70,6 +82,16 @@ class LimitRangeItem:
     default: Resources
     default_request: Resources
     max_limit_request_ratio: Resources
+    # The bounds sorted by resource, as the limit-range rule reports them: sorted once per
+    # LimitRange, not once per container of every request.
+    sorted_min: tuple[tuple[str, Decimal], ...] = field(init=False, repr=False, compare=False)
+    sorted_max: tuple[tuple[str, Decimal], ...] = field(init=False, repr=False, compare=False)
+    sorted_ratio: tuple[tuple[str, Decimal], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sorted_min", tuple(sorted(self.min.items())))
+        object.__setattr__(self, "sorted_max", tuple(sorted(self.max.items())))
+        object.__setattr__(self, "sorted_ratio", tuple(sorted(self.max_limit_request_ratio.items())))
 
 
 def limit_range_items(limit_ranges: Iterable[Mapping[str, Any]]) -> list[LimitRangeItem]:
@@ -79,7 +101,7 @@ def limit_range_items(limit_ranges: Iterable[Mapping[str, Any]]) -> list[LimitRa
     for limit_range in sorted(limit_ranges, key=lambda lr: (lr.get("metadata") or {}).get("name") or ""):
         name = (limit_range.get("metadata") or {}).get("name") or ""
         for index, item in enumerate((limit_range.get("spec") or {}).get("limits") or ()):
-            if isinstance(item, Mapping):
+            if _is_mapping(item):
                 items.append(_defaulted_item(name, index, item))
     return items
 
@@ -120,17 +142,49 @@ def container_defaults(items: Sequence[LimitRangeItem]) -> ContainerDefaults:
     return ContainerDefaults(limits, requests)
 
 
-def gpu_bound(items: Sequence[LimitRangeItem], resource: str) -> tuple[Decimal, str] | None:
-    """The tightest ``max`` a Pod or Container item sets for ``resource``, with its LimitRange's
-    name: the most one worker may use (an MPI worker runs its GPUs in one container)."""
-    bounds = [(item.max[resource], item.limit_range) for item in items
-              if item.type in ("Pod", "Container") and resource in item.max]
-    return min(bounds, key=lambda bound: bound[0]) if bounds else None
+NO_DEFAULTS = ContainerDefaults()
+
+
+def _tightest_maxima(items: Sequence[LimitRangeItem]) -> dict[str, tuple[Decimal, str]]:
+    """Per resource, the smallest ``max`` of the Pod and Container items (the first on a tie)."""
+    tightest: dict[str, tuple[Decimal, str]] = {}
+    for item in items:
+        if item.type in ("Pod", "Container"):
+            for resource, maximum in item.max.items():
+                if resource not in tightest or maximum < tightest[resource][0]:
+                    tightest[resource] = (maximum, item.limit_range)
+    return tightest
+
+
+@dataclass(frozen=True)
+class NamespaceLimits:
+    """A namespace's LimitRanges as the rules read them: parsed, defaulted and sorted once."""
+
+    items: tuple[LimitRangeItem, ...]
+    defaults: ContainerDefaults
+    container_items: tuple[LimitRangeItem, ...]  # type Container
+    pod_items: tuple[LimitRangeItem, ...]  # type Pod
+    # resource → the tightest ``max`` a Pod or Container item sets for it, with its LimitRange's
+    # name: for a GPU, the most one worker may use (an MPI worker runs its GPUs in one container)
+    gpu_bounds: Mapping[str, tuple[Decimal, str]]
+
+
+def _namespace_limits(limit_ranges: Iterable[Mapping[str, Any]]) -> NamespaceLimits:
+    items = tuple(limit_range_items(limit_ranges))
+    return NamespaceLimits(items, container_defaults(items), tuple(i for i in items if i.type == "Container"),
+                           tuple(i for i in items if i.type == "Pod"), _tightest_maxima(items))
+
+
+# Keyed on the ClusterView's snapshot of a namespace's LimitRanges: derived again only when one
+# of them changed. Sized for the namespaces that submit jobs at one time.
+namespace_limits: SnapshotMemo[NamespaceLimits] = SnapshotMemo(_namespace_limits, size=2048)
 
 
 # --- containers and pods ------------------------------------------------------------------
 
-@dataclass(frozen=True)
+# Built for every request, then read by several rules: slotted dataclasses, not frozen ones,
+# which cost four times as much to build. Read only: never change one.
+@dataclass(slots=True)
 class ContainerResources:
     path: str  # spec.mpiReplicaSpecs[Worker].template.spec.containers[0]
     name: str
@@ -154,7 +208,7 @@ class ResourceProblem:
     defaulted_by: str = ""  # the LimitRange whose default caused it, "" when the spec alone does
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PodResources:
     replica_type: str
     containers: tuple[ContainerResources, ...]
@@ -174,11 +228,14 @@ class PodResources:
 
 def effective_container(path: str, container: Mapping[str, Any], defaults: ContainerDefaults,
                         *, init: bool = False) -> ContainerResources:
-    resources = container.get("resources") if isinstance(container.get("resources"), Mapping) else {}
-    limits = parse_resources(resources.get("limits"))
-    requests = parse_resources(resources.get("requests"))
-    for resource, value in limits.items():  # SetDefaults_Pod: a limit alone is also the request
-        requests.setdefault(resource, value)
+    resources = container.get("resources")
+    if _is_mapping(resources):
+        limits = parse_resources(resources.get("limits"))
+        requests = parse_resources(resources.get("requests"))
+        for resource, value in limits.items():  # SetDefaults_Pod: a limit alone is also the request
+            requests.setdefault(resource, value)
+    else:
+        limits, requests = {}, {}
     defaulted_limits: dict[str, str] = {}
     defaulted_requests: dict[str, str] = {}
     for resource, (value, source) in defaults.limits.items():
@@ -189,38 +246,39 @@ def effective_container(path: str, container: Mapping[str, Any], defaults: Conta
         if resource not in requests:
             requests[resource] = value
             defaulted_requests[resource] = source
-    return ContainerResources(
-        path=path, name=str(container.get("name") or ""), requests=requests, limits=limits,
-        defaulted_requests=defaulted_requests, defaulted_limits=defaulted_limits, init=init,
-        sidecar=init and container.get("restartPolicy") == "Always",
-    )
+    return ContainerResources(path, str(container.get("name") or ""), requests, limits, defaulted_requests,
+                              defaulted_limits, init, init and container.get("restartPolicy") == "Always")
 
 
-def container_problems(container: ContainerResources) -> Iterator[ResourceProblem]:
+def container_problems(container: ContainerResources) -> list[ResourceProblem]:
     """The API server's resource validation of one (defaulted) container."""
+    problems = []
+    limits = container.limits
     for resource, request in container.requests.items():
-        limit = container.limits.get(resource)
-        source = container.defaulted_limits.get(resource) or container.defaulted_requests.get(resource, "")
-        if is_non_overcommittable(resource):
+        limit = limits.get(resource)
+        if resource in OVERCOMMITTABLE:  # none of them is non-overcommittable
+            if limit is not None and request > limit:
+                problems.append(ResourceProblem(
+                    container, resource, "limits",
+                    f"{resource} request {format_quantity(request, resource)} is above its limit "
+                    f"{format_quantity(limit, resource)}{_origin(container, resource)}, which the API server "
+                    f"refuses: set resources.limits.{resource} to at least {format_quantity(request, resource)}",
+                    _source(container, resource)))
+        elif limit != request and is_non_overcommittable(resource):
             if limit is None:
-                yield ResourceProblem(
-                    container, resource, "limits",
-                    f"{resource} is requested without a limit, and the API server refuses that for "
-                    f"{_kind(resource)}: set resources.limits.{resource} to "
-                    f"{format_quantity(request, resource)} (a limit alone is enough)", source)
-            elif limit != request:
-                yield ResourceProblem(
-                    container, resource, "limits",
-                    f"{resource} request {format_quantity(request, resource)} differs from its limit "
-                    f"{format_quantity(limit, resource)}{_origin(container, resource)}, and {_kind(resource)} "
-                    f"need requests equal to limits: set only resources.limits.{resource}", source)
-        elif resource in OVERCOMMITTABLE and limit is not None and request > limit:
-            yield ResourceProblem(
-                container, resource, "limits",
-                f"{resource} request {format_quantity(request, resource)} is above its limit "
-                f"{format_quantity(limit, resource)}{_origin(container, resource)}, which the API server "
-                f"refuses: set resources.limits.{resource} to at least {format_quantity(request, resource)}",
-                source)
+                message = (f"{resource} is requested without a limit, and the API server refuses that for "
+                           f"{_kind(resource)}: set resources.limits.{resource} to "
+                           f"{format_quantity(request, resource)} (a limit alone is enough)")
+            else:
+                message = (f"{resource} request {format_quantity(request, resource)} differs from its limit "
+                           f"{format_quantity(limit, resource)}{_origin(container, resource)}, and "
+                           f"{_kind(resource)} need requests equal to limits: set only resources.limits.{resource}")
+            problems.append(ResourceProblem(container, resource, "limits", message, _source(container, resource)))
+    return problems
+
+
+def _source(container: ContainerResources, resource: str) -> str:
+    return container.defaulted_limits.get(resource) or container.defaulted_requests.get(resource, SPEC)
 
 
 def _kind(resource: str) -> str:
@@ -248,7 +306,8 @@ def pod_totals(pod_containers: Sequence[ContainerResources], attribute: str) -> 
     for container in pod_containers:
         values = getattr(container, attribute)
         if not container.init:
-            _add(total, values)
+            for resource, value in values.items():  # _add, inlined: most pods have app containers only
+                total[resource] = total.get(resource, ZERO) + value
             continue
         if container.sidecar:
             _add(total, values)
@@ -258,43 +317,42 @@ def pod_totals(pod_containers: Sequence[ContainerResources], attribute: str) -> 
             running = dict(sidecars)
             _add(running, values)
         for resource, value in running.items():
-            if value > init_peak.get(resource, Decimal(0)):
+            if value > init_peak.get(resource, ZERO):
                 init_peak[resource] = value
     for resource, value in init_peak.items():
-        if value > total.get(resource, Decimal(0)):
+        if value > total.get(resource, ZERO):
             total[resource] = value
     return total
 
 
 def _add(into: Resources, values: Mapping[str, Decimal]) -> None:
     for resource, value in values.items():
-        into[resource] = into.get(resource, Decimal(0)) + value
+        into[resource] = into.get(resource, ZERO) + value
 
 
 def pod_resources(replica_type: str, replica: Mapping[str, Any] | None,
                   items: Sequence[LimitRangeItem]) -> PodResources:
-    defaults = container_defaults(items)
+    return _pod_resources(replica_type, replica, container_defaults(items))
+
+
+def _pod_resources(replica_type: str, replica: Mapping[str, Any] | None, defaults: ContainerDefaults) -> PodResources:
     base = replica_path(replica_type)
     # The API server (LimitRanger and validation) walks init containers after containers; the
     # pod totals depend only on the relative order of init containers.
-    regular = [effective_container(p, c, defaults) for p, c in containers(replica, base)
-               if isinstance(c, Mapping)]
-    init = [effective_container(p, c, defaults, init=True)
-            for p, c in _init_containers(replica, base) if isinstance(c, Mapping)]
-    all_containers = tuple(regular + init)
-    problems = tuple(p for c in all_containers for p in container_problems(c))
-    return PodResources(replica_type, all_containers, pod_totals(all_containers, "requests"),
-                        pod_totals(all_containers, "limits"), problems)
-
-
-def _init_containers(replica: Mapping[str, Any] | None, base: str) -> Iterator[tuple[str, Any]]:
-    for index, container in enumerate(pod_spec(replica).get("initContainers") or ()):
-        yield f"{base}.template.spec.initContainers[{index}]", container
+    found = [effective_container(p, c, defaults) for p, c in containers(replica, base) if _is_mapping(c)]
+    found += [effective_container(p, c, defaults, init=True)
+              for p, c in init_containers(replica, base) if _is_mapping(c)]
+    problems: list[ResourceProblem] = []
+    for container in found:
+        problems += container_problems(container)
+    pod_containers = tuple(found)
+    return PodResources(replica_type, pod_containers, pod_totals(pod_containers, "requests"),
+                        pod_totals(pod_containers, "limits"), tuple(problems))
 
 
 # --- the whole job ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JobPods:
     """Each pod shape of the job and how many pods of it the operator creates."""
 
@@ -314,17 +372,18 @@ class JobPods:
 
 
 def job_pods(job: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]]) -> JobPods:
-    return _job_pods(job, limit_range_items(limit_ranges))
+    return _job_pods(job, container_defaults(limit_range_items(limit_ranges)))
 
 
-def _job_pods(job: Mapping[str, Any], items: Sequence[LimitRangeItem]) -> JobPods:
+def _job_pods(job: Mapping[str, Any], defaults: ContainerDefaults) -> JobPods:
     pods: dict[str, PodResources] = {}
     counts: dict[str, int] = {}
+    specs = replica_specs(job)
     for replica_type in REPLICA_TYPES:
-        replica = replica_spec(job, replica_type)
-        if not isinstance(replica, Mapping):
+        replica = specs.get(replica_type)
+        if not _is_mapping(replica):
             continue
-        pods[replica_type] = pod_resources(replica_type, replica, items)
+        pods[replica_type] = _pod_resources(replica_type, replica, defaults)
         # The operator always runs exactly one launcher; the worker count may be anything.
         counts[replica_type] = max(worker_replicas(job), 0) if replica_type == WORKER else 1
     return JobPods(pods, counts)
@@ -332,14 +391,16 @@ def _job_pods(job: Mapping[str, Any], items: Sequence[LimitRangeItem]) -> JobPod
 
 # --- shared by the rules of one request ---------------------------------------------------
 
-def request_limit_range_items(ctx: RuleContext) -> list[LimitRangeItem]:
-    """The items of the request namespace's LimitRanges, parsed once per request."""
-    return ctx.derived("limit-range-items", lambda: limit_range_items(ctx.cluster.limit_ranges(ctx.namespace)))
+def request_limit_ranges(ctx: RuleContext) -> NamespaceLimits:
+    """The request namespace's LimitRanges, derived once per change of them."""
+    return namespace_limits(ctx.cluster.limit_ranges(ctx.namespace))
 
 
 def request_pods(ctx: RuleContext, *, limit_ranges: bool = True) -> JobPods:
     """``job_pods`` of the request's job with its namespace's LimitRanges applied (or, with
-    ``limit_ranges=False``, as written), computed once per request: several rules read them."""
-    if not limit_ranges:
-        return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, ()))
-    return ctx.derived("pods", lambda: _job_pods(ctx.job, request_limit_range_items(ctx)))
+    ``limit_ranges=False``, as written), computed once per request: several rules read them.
+    Without LimitRange defaults both are the same pods, derived once."""
+    defaults = request_limit_ranges(ctx).defaults if limit_ranges else NO_DEFAULTS
+    if not (defaults.limits or defaults.requests):
+        return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, NO_DEFAULTS))
+    return ctx.derived("pods", lambda: _job_pods(ctx.job, defaults))

@@ -14,8 +14,9 @@ LimitRange default belong to ``limit-range``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
@@ -26,9 +27,8 @@ from policies.resources import (
     ContainerResources,
     PodResources,
     ResourceProblem,
-    gpu_bound,
     pod_totals,
-    request_limit_range_items,
+    request_limit_ranges,
     request_pods,
 )
 
@@ -52,7 +52,7 @@ def gpu_maximum(ctx: RuleContext, resource: str) -> tuple[int, str]:
     """(maximum, the LimitRange it comes from or "" for the setting). LimitRanges are read only
     while the cluster view is usable; otherwise the setting applies."""
     if ctx.cluster.available:
-        bound = gpu_bound(request_limit_range_items(ctx), resource)
+        bound = request_limit_ranges(ctx).gpu_bounds.get(resource)
         if bound is not None:
             return int(bound[0]), bound[1]
     params: GpusPerWorkerParams = ctx.params(GpusPerWorker.id)
@@ -65,13 +65,16 @@ class GpusPerWorker:
     default_action = Action.DENY
     needs_cluster = False
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
-        written = {path: container for _, path, container in all_containers(ctx.job)}
+    def check(self, ctx: RuleContext) -> list[Finding]:
+        named = {path: c for _, path, c in all_containers(ctx.job) if _names_devices(c)}
+        if not named:
+            return []  # most jobs: without extended resources and GPUs nothing below can apply
+        findings: list[Finding] = []
         not_whole: set[tuple[str, str]] = set()  # (container path, resource) already reported
-        for path, container in written.items():
+        for path, container in named.items():
             for finding, resource in self._whole_amounts(path, container):
                 not_whole.add((path, resource))
-                yield finding
+                findings.append(finding)
         rank_pods = (WORKER, LAUNCHER) if spec(ctx.job).get("runLauncherAsWorker") else (WORKER,)
         as_written = request_pods(ctx, limit_ranges=False)  # the spec alone: LimitRanges are not ours
         for replica_type in (LAUNCHER, WORKER):
@@ -80,21 +83,24 @@ class GpusPerWorker:
                 continue
             for problem in pod.problems:
                 if is_extended(problem.resource) and (problem.container.path, problem.resource) not in not_whole:
-                    yield self._spec_problem(problem, written.get(problem.container.path) or {})
+                    findings.append(self._spec_problem(problem, named[problem.container.path]))
             if replica_type in rank_pods:
-                yield from self._pod_maximum(ctx, pod)
+                findings += self._pod_maximum(ctx, pod)
+        return findings
 
     # --- per container -------------------------------------------------------------------------
-    def _whole_amounts(self, path: str, container: Mapping[str, Any]) -> Iterator[tuple[Finding, str]]:
+    def _whole_amounts(self, path: str, container: Mapping[str, Any]) -> list[tuple[Finding, str]]:
         """Extended resources come in whole units of 0 or more."""
+        found = []
         resources = container.get("resources") or {}
         for kind in ("limits", "requests"):
             for resource, value in sorted((resources.get(kind) or {}).items()):
                 if is_extended(resource) and not _is_whole(value):
                     field_path = f"{path}.resources.{kind}[{resource}]"
-                    yield Finding(self.id, field_path,
-                                  f"{resource} is counted in whole units of 0 or more; set {field_path} "
-                                  "to a whole number such as 1", Problem.INVALID, value), resource
+                    found.append((Finding(self.id, field_path,
+                                          f"{resource} is counted in whole units of 0 or more; set {field_path} "
+                                          "to a whole number such as 1", Problem.INVALID, value), resource))
+        return found
 
     def _spec_problem(self, problem: ResourceProblem, container: Mapping[str, Any]) -> Finding:
         path = f"{problem.container.path}.resources.{problem.field}[{problem.resource}]"
@@ -104,14 +110,14 @@ class GpusPerWorker:
         return Finding(self.id, path, problem.message, Problem.INVALID, written)
 
     # --- per pod -------------------------------------------------------------------------------
-    def _pod_maximum(self, ctx: RuleContext, pod: PodResources) -> Iterator[Finding]:
-        counted = [_limit_or_request(c) for c in pod.containers]
+    def _pod_maximum(self, ctx: RuleContext, pod: PodResources) -> list[Finding]:
+        counted = [_gpus_counted(c) for c in pod.containers]
+        found = []
         for resource, amount in sorted(pod_totals(counted, "requests").items()):
-            if not is_gpu(resource):
-                continue
             allowed, limit_range = gpu_maximum(ctx, resource)
             if amount > allowed:
-                yield self._over(ctx, pod, counted, resource, int(amount), allowed, limit_range)
+                found.append(self._over(ctx, pod, counted, resource, int(amount), allowed, limit_range))
+        return found
 
     def _over(self, ctx: RuleContext, pod: PodResources, counted: list[ContainerResources], resource: str,
               asked: int, allowed: int, limit_range: str = "") -> Finding:
@@ -134,9 +140,30 @@ class GpusPerWorker:
                        Problem.INVALID, asked)
 
 
-def _limit_or_request(container: ContainerResources) -> ContainerResources:
-    """What a container is counted for here: its limit where it has one, else its request."""
-    return replace(container, requests={**container.requests, **container.limits})
+def _names_devices(container: Mapping[str, Any]) -> bool:
+    """Whether the container's limits or requests name an extended resource or a GPU (whatever
+    the amount, even one that does not parse)."""
+    resources = container.get("resources") or {}
+    for kind in ("limits", "requests"):
+        for resource in resources.get(kind) or ():
+            if _is_device(resource):
+                return True
+    return False
+
+
+# The same few resource names come in every request; the answer depends on the name alone.
+@lru_cache(maxsize=1024)
+def _is_device(resource: str) -> bool:
+    return is_extended(resource) or is_gpu(resource)
+
+
+def _gpus_counted(container: ContainerResources) -> ContainerResources:
+    """What a container is counted for here: its GPUs, each by its limit where it has one, else
+    its request (pod totals are per resource: the other resources change nothing)."""
+    counted = {r: v for r, v in {**container.requests, **container.limits}.items() if is_gpu(r)}
+    return ContainerResources(container.path, container.name, counted, container.limits,
+                              container.defaulted_requests, container.defaulted_limits, container.init,
+                              container.sidecar)
 
 
 def _is_whole(value: Any) -> bool:

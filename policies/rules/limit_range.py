@@ -10,13 +10,14 @@ default GPU limit that differs from its request).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
 from policies.base import Action, Finding, NoParams, Problem, RuleContext
 from policies.quantities import format_quantity, is_gpu
-from policies.resources import LimitRangeItem, request_limit_range_items, request_pods
+from policies.resources import ContainerResources, LimitRangeItem, PodResources, namespace_limits, request_pods
 from policies.jobs import REPLICA_TYPES, WORKER, spec
+
+Subject = ContainerResources | PodResources  # what a LimitRange item bounds
 
 
 class LimitRange:
@@ -25,89 +26,113 @@ class LimitRange:
     default_action = Action.DENY
     needs_cluster = True
 
-    def check(self, ctx: RuleContext) -> Iterator[Finding]:
+    def check(self, ctx: RuleContext) -> list[Finding]:
         ranges = ctx.cluster.limit_ranges(ctx.namespace)
         if not ranges:
-            return
-        items = request_limit_range_items(ctx)
+            return []
+        limits = namespace_limits(ranges)
         pods = request_pods(ctx)
+        launcher_runs_ranks = bool(spec(ctx.job).get("runLauncherAsWorker"))
+        findings: list[Finding] = []
         for replica_type in REPLICA_TYPES:
-            if replica_type not in pods.pods:
+            pod = pods.pods.get(replica_type)
+            if pod is None:
                 continue
             # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
             # these same LimitRanges: one problem, one finding.
-            runs_ranks = replica_type == WORKER or bool(spec(ctx.job).get("runLauncherAsWorker"))
-            pod = pods.pods[replica_type]
+            runs_ranks = replica_type == WORKER or launcher_runs_ranks
             for container in pod.containers:
-                where = f"container {container.name}" if container.name else "this container"
-                for item in items:
-                    if item.type == "Container":
-                        yield from self._bounds(item, "Container", f"{container.path}.resources", where,
-                                                container.requests, container.limits, runs_ranks)
-            for item in items:
-                if item.type == "Pod":
-                    yield from self._bounds(item, "Pod", f"{pod.path}.template.spec", f"the {replica_type} pod",
-                                            pod.requests, pod.limits, runs_ranks)
+                for item in limits.container_items:
+                    self._bounds(findings, item, container, runs_ranks)
+            for item in limits.pod_items:
+                self._bounds(findings, item, pod, runs_ranks)
             for problem in pod.problems:
                 if problem.defaulted_by:
-                    yield Finding(
+                    findings.append(Finding(
                         self.id, f"{problem.container.path}.resources.{problem.field}[{problem.resource}]",
-                        f"container {problem.container.name}: {problem.message}", Problem.POLICY)
+                        f"container {problem.container.name}: {problem.message}", Problem.POLICY))
+        return findings
 
-    def _bounds(self, item: LimitRangeItem, kind: str, path: str, where: str, requests: Mapping[str, Decimal],
-                limits: Mapping[str, Decimal], runs_ranks: bool) -> Iterator[Finding]:
-        per = f"per {kind.lower()}"
-        source = f"LimitRange {item.limit_range}"
-        for resource, minimum in sorted(item.min.items()):
-            low = format_quantity(minimum, resource)
+    def _bounds(self, findings: list[Finding], item: LimitRangeItem, subject: Subject, runs_ranks: bool) -> None:
+        """Adds to ``findings`` where ``subject`` (a container for a Container item, a pod for a Pod
+        item) is outside ``item``."""
+        requests, limits = subject.requests, subject.limits
+        for resource, minimum in item.sorted_min:
             request = requests.get(resource)
+            if request is not None and request >= minimum and not (resource in limits and limits[resource] < minimum):
+                continue  # within bounds, the usual case: no message to build
+            low, (path, where, per, source) = format_quantity(minimum, resource), _words(item, subject)
             if request is None:
-                yield self._finding(f"{path}.requests[{resource}]",
-                                    f"{source} requires at least {resource} {low} {per}, and {where} requests none; "
-                                    f"set the request to {low} or more")
+                findings.append(self._finding(
+                    f"{path}.requests[{resource}]",
+                    f"{source} requires at least {resource} {low} {per}, and {where} requests none; "
+                    f"set the request to {low} or more"))
             elif request < minimum:
-                yield self._finding(f"{path}.requests[{resource}]",
-                                    f"{source} requires at least {resource} {low} {per}, but {where} requests "
-                                    f"{format_quantity(request, resource)}; raise the request to {low}")
-            elif resource in limits and limits[resource] < minimum:
-                yield self._finding(f"{path}.limits[{resource}]",
-                                    f"{source} requires at least {resource} {low} {per}, but {where} has a limit "
-                                    f"of {format_quantity(limits[resource], resource)}; raise the limit to {low}")
-        for resource, maximum in sorted(item.max.items()):
+                findings.append(self._finding(
+                    f"{path}.requests[{resource}]",
+                    f"{source} requires at least {resource} {low} {per}, but {where} requests "
+                    f"{format_quantity(request, resource)}; raise the request to {low}"))
+            else:
+                findings.append(self._finding(
+                    f"{path}.limits[{resource}]",
+                    f"{source} requires at least {resource} {low} {per}, but {where} has a limit "
+                    f"of {format_quantity(limits[resource], resource)}; raise the limit to {low}"))
+        for resource, maximum in item.sorted_max:
             if runs_ranks and is_gpu(resource):
                 continue
-            high = format_quantity(maximum, resource)
             limit = limits.get(resource)
+            if limit is not None and limit <= maximum and not (resource in requests and requests[resource] > maximum):
+                continue
+            high, (path, where, per, source) = format_quantity(maximum, resource), _words(item, subject)
             if limit is None:
-                yield self._finding(f"{path}.limits[{resource}]",
-                                    f"{source} allows at most {resource} {high} {per} and needs a limit, but {where} "
-                                    f"sets none; set the limit to {high} or less")
+                findings.append(self._finding(
+                    f"{path}.limits[{resource}]",
+                    f"{source} allows at most {resource} {high} {per} and needs a limit, but {where} "
+                    f"sets none; set the limit to {high} or less"))
             elif limit > maximum:
-                yield self._finding(f"{path}.limits[{resource}]",
-                                    f"{source} allows at most {resource} {high} {per}, but {where} asks "
-                                    f"{format_quantity(limit, resource)}; lower it to {high}"
-                                    + (" and use more workers for more in total" if kind == "Container" else ""))
-            elif resource in requests and requests[resource] > maximum:
-                yield self._finding(f"{path}.requests[{resource}]",
-                                    f"{source} allows at most {resource} {high} {per}, but {where} requests "
-                                    f"{format_quantity(requests[resource], resource)}; lower it to {high}")
-        for resource, ratio in sorted(item.max_limit_request_ratio.items()):
+                findings.append(self._finding(
+                    f"{path}.limits[{resource}]",
+                    f"{source} allows at most {resource} {high} {per}, but {where} asks "
+                    f"{format_quantity(limit, resource)}; lower it to {high}"
+                    + (" and use more workers for more in total" if item.type == "Container" else "")))
+            else:
+                findings.append(self._finding(
+                    f"{path}.requests[{resource}]",
+                    f"{source} allows at most {resource} {high} {per}, but {where} requests "
+                    f"{format_quantity(requests[resource], resource)}; lower it to {high}"))
+        for resource, ratio in item.sorted_ratio:
             request, limit = requests.get(resource), limits.get(resource)
+            if request and limit and limit / request <= ratio:
+                continue
+            path, where, per, source = _words(item, subject)
             if not request or not limit:
                 missing = "request" if not request else "limit"
-                yield self._finding(f"{path}.{missing}s[{resource}]",
-                                    f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
-                                    f"request {per}, so {where} needs a non-zero {missing}; set it")
-            elif limit / request > ratio:
-                yield self._finding(f"{path}.limits[{resource}]",
-                                    f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
-                                    f"request {per}, but {where} has {format_quantity(limit, resource)} / "
-                                    f"{format_quantity(request, resource)} = {_ratio(limit / request)}; lower the "
-                                    f"limit to {format_quantity(request * ratio, resource)} or raise the request")
+                findings.append(self._finding(
+                    f"{path}.{missing}s[{resource}]",
+                    f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
+                    f"request {per}, so {where} needs a non-zero {missing}; set it"))
+            else:
+                findings.append(self._finding(
+                    f"{path}.limits[{resource}]",
+                    f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
+                    f"request {per}, but {where} has {format_quantity(limit, resource)} / "
+                    f"{format_quantity(request, resource)} = {_ratio(limit / request)}; lower the "
+                    f"limit to {format_quantity(request * ratio, resource)} or raise the request"))
 
     def _finding(self, path: str, message: str) -> Finding:
         # The API server answers LimitRange violations with 403 Forbidden, like quota.
         return Finding(self.id, path, message, Problem.POLICY)
+
+
+def _words(item: LimitRangeItem, subject: Subject) -> tuple[str, str, str, str]:
+    """(field path, "container x" | "the Worker pod", "per container" | "per pod", "LimitRange y"):
+    built only for a finding."""
+    if isinstance(subject, ContainerResources):
+        where = f"container {subject.name}" if subject.name else "this container"
+        path = f"{subject.path}.resources"
+    else:
+        where, path = f"the {subject.replica_type} pod", f"{subject.path}.template.spec"
+    return path, where, f"per {item.type.lower()}", f"LimitRange {item.limit_range}"
 
 
 def _ratio(value: Decimal) -> str:

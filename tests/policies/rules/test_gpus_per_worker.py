@@ -226,3 +226,34 @@ def test_max_gpus_reads_the_limit_range():
     cluster = StaticClusterView(ranges={"team-a": [gpu_limit_range("gpu-limits", 4)]})
     assert max_gpus(context(mpijob(), cluster=cluster), "nvidia.com/gpu") == 4
     assert max_gpus(context(mpijob(), cluster=cluster), "amd.com/gpu") == 16
+
+
+# --- jobs that name no extended resource and no GPU are answered without deriving pods ----------
+
+def test_a_gpu_name_outside_the_extended_resources_is_still_counted():
+    (finding,) = check(gpu_job(gpus(20, "kubernetes.io/gpu")))
+    assert finding.path == f"{WORKER}.containers[0].resources.limits[kubernetes.io/gpu]"
+    assert finding.message.startswith("a worker pod may use at most 16 kubernetes.io/gpu (asked 20)")
+
+
+def test_gpus_named_only_by_an_init_container_are_counted():
+    (finding,) = check(gpu_job({"limits": {"cpu": 2}}, init=[{"resources": gpus(20)}]))
+    assert finding.path == WORKER
+    assert "at most 16 nvidia.com/gpu (asked 20 while its init containers run)" in finding.message
+
+
+def test_gpus_named_only_by_the_launcher_count_when_it_runs_ranks():
+    job = gpu_job({"limits": {"cpu": 2}}, runLauncherAsWorker=True)
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["resources"] = gpus(20)
+    (finding,) = check(job)
+    assert finding.path == f"{LAUNCHER}.containers[0].resources.limits[nvidia.com/gpu]"
+    assert finding.message.startswith("the launcher pod (it runs ranks too) may use at most 16 nvidia.com/gpu")
+
+
+def test_a_limit_range_default_gpu_is_not_this_rules_to_count():
+    """The namespace's default of 20 GPUs (its max) lands on containers that name none: that is
+    limit-range's finding; the spec alone asks for no GPU."""
+    assert check_in_namespace(gpu_job({"limits": {"cpu": 2}}), gpu_limit_range("gpu-default", 20)) == []
+    (finding,) = check_in_namespace(gpu_job({"limits": {"cpu": 2, "nvidia.com/gpu": 30}}),
+                                    gpu_limit_range("gpu-default", 20))
+    assert "at most 20 nvidia.com/gpu, set by LimitRange gpu-default (asked 30)" in finding.message

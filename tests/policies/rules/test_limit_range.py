@@ -115,3 +115,18 @@ def test_defaults_within_bounds_are_clean():
 def test_other_limit_types_are_ignored(kind):
     lr = limit_range("pvc", {"type": kind, "max": {"cpu": "1"}})
     assert check(worker_job({"limits": {"cpu": 2}}), lr) == []
+
+
+def test_findings_come_per_container_then_pod_each_by_kind_of_bound_and_resource():
+    """The order users read them in: per container, then the pod; min before max before ratio,
+    each by resource name, whatever order the LimitRange states them in."""
+    lr = limit_range("bounds",
+                     container_limits(max_limit_request_ratio={"cpu": "2"}, max={"memory": "1Gi", "cpu": "1"},
+                                      min={"memory": "8Gi", "cpu": "4"}),
+                     pod_limits(max={"memory": "1Gi"}))
+    job = worker_job({"requests": {"cpu": 2, "memory": "2Gi"}, "limits": {"cpu": 8, "memory": "2Gi"}})
+    worker = [f.path.removeprefix("spec.mpiReplicaSpecs[Worker].template.spec.") for f in check(job, lr)
+              if "[Worker]" in f.path]
+    assert worker == ["containers[0].resources.requests[cpu]", "containers[0].resources.requests[memory]",
+                      "containers[0].resources.limits[cpu]", "containers[0].resources.limits[memory]",
+                      "containers[0].resources.limits[cpu]", "limits[memory]"]
