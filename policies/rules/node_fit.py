@@ -131,7 +131,7 @@ def placement_problem(pod: Mapping[str, Any], node: Node,
         for key, value in selector.items():
             if labels.get(key) != value:
                 return f"no label {key}={value}"
-    terms = _required_terms(pod)
+    terms = _required_terms(pod) if pod.get("affinity") else None
     if terms is not None and not any(_term_matches(t, node) for t in terms):
         return "not matched by the required node affinity"
     if taints is None:
@@ -237,7 +237,7 @@ class NodeFit:
         for pod in request_pods(ctx):
             if pod.replica_type == LAUNCHER and not params.check_launcher:
                 continue
-            requests = {r: v for r, v in pod.requests.items() if v > 0}
+            requests = {r: v for r, v in pod.requests.items() if v > _ZERO}
             unknown = [] if cluster.advertised.issuperset(requests) else \
                 sorted(r for r in requests if r not in cluster.advertised and is_extended(r))
             for resource in unknown:
