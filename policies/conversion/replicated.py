@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
@@ -30,6 +31,7 @@ _DISTRIBUTION_TO_IMPLEMENTATION = {
 _IMPLEMENTATION_TO_DISTRIBUTION = {"OpenMPI": "OpenMPI", "Intel": "IntelMPI", "MPICH": "MPICH"}
 _RESTART_POLICIES = ("Never", "OnFailure")
 _CONTAINERS = ("template", "spec", "containers")
+_FIRST_LAUNCHER_CONTAINER_NAME = ("mpiReplicaSpecs", LAUNCHER, *_CONTAINERS, 0, "name")
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Dialect:
     api_version: str
     has_distribution: bool  # spec.mpiDistribution (v1alpha2 only)
 
-    @property
+    @cached_property
     def fields(self) -> frozenset[str]:
         return _FIELDS | {"mpiDistribution"} if self.has_distribution else _FIELDS
 
@@ -93,8 +95,7 @@ def _hub_run_policy(spec: Mapping[str, Any], notes: list[Note]) -> Any:
 
 def _main_container_notes(spec: Mapping[str, Any]) -> list[Note]:
     main = spec.get("mainContainer")
-    first = get(spec, ("mpiReplicaSpecs", LAUNCHER) + _CONTAINERS + (0, "name"))
-    if not isinstance(main, str) or not main or main == first:
+    if not isinstance(main, str) or not main or main == get(spec, _FIRST_LAUNCHER_CONTAINER_NAME):
         return []
     return [attention("spec.mainContainer", f"{main!r} is not the launcher's first container; v2beta1 (like the "
                                             "operators before it) runs MPI in the first container of each pod "

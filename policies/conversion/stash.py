@@ -70,13 +70,11 @@ def _diff(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
         return
     if _is_map(derived) and _is_map(original):
         _diff_maps(derived, original, path, edits)
-        return
-    if isinstance(derived, list) and isinstance(original, list) and _aligned(derived, original):
+    elif isinstance(derived, list) and isinstance(original, list) and _aligned(derived, original):
         for index, (left, right) in enumerate(zip(derived, original)):
             if left is not right:
                 _diff_child(left, right, path + (index,), edits)
-        return
-    if not same(derived, original):
+    elif not same(derived, original):
         edits.append((path, digest(derived), original))
 
 
@@ -101,14 +99,18 @@ def _diff_maps(derived: Mapping[str, Any], original: Mapping[str, Any], path: Pa
 
 
 def _diff_child(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
-    """``_diff`` for two values known not to be the same object, with two scalars of one type
-    (most fields) settled here rather than in another call."""
+    """``_diff`` for two values known not to be the same object, the usual cases first: two
+    scalars of one type (most fields) settled here, two dicts walked without another call."""
     kind = type(original)
-    if kind in _SCALARS and type(derived) is kind:
-        if derived != original:
-            edits.append((path, digest(derived), original))
-    else:
-        _diff(derived, original, path, edits)
+    if type(derived) is kind:
+        if kind is dict:
+            _diff_maps(derived, original, path, edits)
+            return
+        if kind in _SCALARS:
+            if derived != original:
+                edits.append((path, digest(derived), original))
+            return
+    _diff(derived, original, path, edits)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -197,13 +199,11 @@ _compact_json = json_writer(sort_keys=False)
 
 
 def write(stash: Mapping[str, Sequence[Edit]]) -> str:
-    versions = {version: [_encode(edit) for edit in edits] for version, edits in sorted(stash.items())}
+    # An edit is written as the array [path, fingerprint, value] (tuples are JSON arrays too),
+    # without the value when the edit removes the field.
+    versions = {version: [edit if edit[2] is not ABSENT else edit[:2] for edit in edits]
+                for version, edits in sorted(stash.items())}
     return _compact_json({"format": _FORMAT, "versions": versions})
-
-
-def _encode(edit: Edit) -> list[Any]:
-    path, expected, value = edit
-    return [list(path), expected] if value is ABSENT else [list(path), expected, value]
 
 
 def _decode(raw: Any) -> Edit:
@@ -264,4 +264,4 @@ def convert(
     if lost:
         stash[source] = lost
     result = with_stash(result, stash)  # both derivations and replay return a fresh top level
-    return Converted(result, derived.notes, restored, tuple(path for path, _, value in lost if value is not ABSENT))
+    return Converted(result, derived.notes, restored, tuple([path for path, _, value in lost if value is not ABSENT]))

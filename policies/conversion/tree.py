@@ -140,57 +140,48 @@ class Tree:
 
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root: dict[str, Any] = dict(root)
-        # The containers this tree copied or made, by path: always every prefix of a path in it,
-        # so an edit starts from the deepest one on its way instead of from the root.
-        self._owned: dict[Path, Any] = {(): self.root}
-
-    def _own(self, parent: Any, step: str | int, *, create: bool) -> Any:
-        """The child at ``step`` of an owned ``parent``, which is not owned yet, copied (made
-        owned) in its place."""
-        child = parent[step] if (isinstance(step, int) or step in parent) else ABSENT
-        if child is ABSENT:
-            if not create:
-                return ABSENT
-            child = {}
-        elif isinstance(child, list):
-            child = list(child)
-        elif is_mapping(child):
-            child = dict(child)
-        else:
-            return ABSENT  # a scalar (or null) in the way is data, never overwritten
-        parent[step] = child
-        return child
+        # The containers this tree copied or made, by id (holding them keeps the ids unique).
+        self._owned: dict[int, Any] = {id(self.root): self.root}
+        # The parent container the last edit found, for the next edit beside it (an edit only
+        # replaces a child of the parent it found, so that parent stays in the tree).
+        self._last: tuple[Path, Any] = ((), self.root)
 
     def _parent(self, path: Path, *, create: bool) -> Any:
-        owned = self._owned
+        """The owned container holding ``path``'s last step, copying the containers on the way
+        that are not owned yet; ABSENT when the way is blocked."""
         end = len(path) - 1
-        node = owned.get(path[:end])
-        if node is not None:
+        last_path, node = self._last
+        if path[:end] == last_path:
             return node
-        start = end - 1
-        while path[:start] not in owned:
-            start -= 1
-        node = owned[path[:start]]
-        for index in range(start, end):
+        owned = self._owned
+        node = self.root
+        for index in range(end):
             step = path[index]
             if isinstance(step, int):
                 if not isinstance(node, list) or not 0 <= step < len(node):
                     return ABSENT  # never invent list elements
+                child = node[step]
             elif not isinstance(node, dict):
                 return ABSENT
-            # Only maps are created, and only where a key (not a list index) comes next.
-            node = self._own(node, step, create=create and isinstance(path[index + 1], str))
-            if node is ABSENT:
-                return ABSENT
-            owned[path[:index + 1]] = node
+            else:
+                child = node.get(step, ABSENT)
+            if id(child) not in owned:
+                if child is ABSENT:
+                    # Only maps are created, and only where a key (not a list index) comes next.
+                    if not (create and isinstance(path[index + 1], str)):
+                        return ABSENT
+                    child = {}
+                elif isinstance(child, list):
+                    child = list(child)
+                elif is_mapping(child):
+                    child = dict(child)
+                else:
+                    return ABSENT  # a scalar (or null) in the way is data, never overwritten
+                node[step] = child
+                owned[id(child)] = child
+            node = child
+        self._last = (path[:end], node)
         return node
-
-    def _replaced(self, path: Path) -> None:
-        """Forget the owned containers at and below ``path``: its value was just replaced."""
-        if path in self._owned:
-            depth = len(path)
-            for known in [known for known in self._owned if known[:depth] == path]:
-                del self._owned[known]
 
     def set(self, path: Path, value: Any) -> bool:
         """Set ``path`` to ``value``, creating missing maps on the way; False if it cannot be
@@ -203,7 +194,6 @@ class Tree:
         elif not isinstance(parent, dict):
             return False
         parent[last] = value
-        self._replaced(path)
         return True
 
     def remove(self, path: Path) -> None:
@@ -211,7 +201,6 @@ class Tree:
         last = path[-1]
         if isinstance(last, str) and isinstance(parent, dict):
             parent.pop(last, None)
-            self._replaced(path)
 
 
 def prefix_related(path: Sequence[str | int], prefix: Sequence[str | int]) -> bool:
