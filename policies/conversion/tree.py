@@ -203,6 +203,25 @@ class Tree:
             parent.pop(last, None)
 
 
+def put(owned: dict[str, Any], keys: tuple[str, ...], value: Any) -> bool:
+    """``Tree.set`` for a path of keys below a dict the caller owns (a fresh copy): each map on
+    the way is copied into its place, a missing one created; False (nothing set) when something
+    other than a map is in the way. For converters that know the shape they edit."""
+    node = owned
+    for key in keys[:-1]:
+        child = node.get(key, ABSENT)
+        if child is ABSENT:
+            child = {}
+        elif is_mapping(child):
+            child = dict(child)
+        else:
+            return False
+        node[key] = child
+        node = child
+    node[keys[-1]] = value
+    return True
+
+
 def prefix_related(path: Sequence[str | int], prefix: Sequence[str | int]) -> bool:
     """True when one path lies within the other; ``"*"`` in ``prefix`` matches any one step."""
     return all(p == "*" or p == s for s, p in zip(path, prefix))

@@ -18,7 +18,7 @@ from typing import Any
 from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
-from policies.conversion.tree import ABSENT, Tree, get, integer, is_mapping, mapping
+from policies.conversion.tree import ABSENT, get, integer, is_mapping, mapping, put
 from policies.jobs import HUB_API_VERSION, LAUNCHER, WORKER
 from policies.quantities import BadQuantity, quantity
 
@@ -35,6 +35,7 @@ FIELDS = frozenset({
 })
 _WORKER = ("spec", "mpiReplicaSpecs", WORKER)
 _CONTAINER0 = ("spec", "containers", 0)
+_TEMPLATE_CONTAINER0 = ("template", *_CONTAINER0)
 
 ADVISORY = ssh_advisory(API_VERSION)
 
@@ -182,28 +183,39 @@ def _launcher_restart_policy(template: Mapping[str, Any]) -> str:
 
 
 def _launcher_template(template: Mapping[str, Any], on_master: bool) -> dict[str, Any]:
-    tree = Tree(template)
+    out = dict(template)
     resources = get(template, _CONTAINER0 + ("resources",))
     if is_mapping(resources) and ("limits" in resources or "requests" in resources):
+        out, container = _with_first_container(template)
         kept = {k: v for k, v in resources.items() if k not in ("limits", "requests")}
         if kept:
-            tree.set(_CONTAINER0 + ("resources",), kept)
+            container["resources"] = kept
         else:
-            tree.remove(_CONTAINER0 + ("resources",))
+            del container["resources"]
     if on_master:
-        tree.set(("spec", "tolerations"), launcher_on_master_tolerations())
-        tree.set(("spec", "affinity"), launcher_on_master_affinity())
-    return tree.root
+        put(out, ("spec", "tolerations"), launcher_on_master_tolerations())
+        put(out, ("spec", "affinity"), launcher_on_master_affinity())
+    return out
 
 
 def _worker_template(template: Mapping[str, Any], size: _Size) -> dict[str, Any]:
-    tree = Tree(template)
-    if is_mapping(get(template, _CONTAINER0)):
-        tree.remove(_CONTAINER0 + ("command",))  # v2beta1 workers run the image's sshd, not the MPI program
-        tree.remove(_CONTAINER0 + ("args",))
-        if size.per_worker is not None:
-            tree.set(_CONTAINER0 + ("resources", "limits", size.resource), size.per_worker)
-    return tree.root
+    if not is_mapping(get(template, _CONTAINER0)):
+        return dict(template)
+    out, container = _with_first_container(template)
+    container.pop("command", None)  # v2beta1 workers run the image's sshd, not the MPI program
+    container.pop("args", None)
+    if size.per_worker is not None:
+        put(container, ("resources", "limits", size.resource), size.per_worker)
+    return out
+
+
+def _with_first_container(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A copy of ``template`` holding a copy of its first container (which the caller checked
+    is a map), and that container: to edit in place, everything else shared."""
+    pod = template["spec"]
+    containers = pod["containers"]
+    container = dict(containers[0])
+    return {**template, "spec": {**pod, "containers": [container, *containers[1:]]}}, container
 
 
 def launcher_on_master_tolerations() -> list[dict[str, str]]:
@@ -215,6 +227,10 @@ def launcher_on_master_affinity() -> dict[str, Any]:
     terms = [{"matchExpressions": [{"key": key, "operator": "Exists"}]} for key in (MASTER, CONTROL_PLANE)]
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
+
+# To recognise them (the converted objects get fresh copies, never these).
+_ON_MASTER_TOLERATIONS = launcher_on_master_tolerations()
+_ON_MASTER_AFFINITY = launcher_on_master_affinity()
 
 _CONDITION = {"Active": ("Running", "MPIJobRunning", "active"),
               "Succeeded": ("Succeeded", "MPIJobSucceeded", "succeeded"),
@@ -259,8 +275,8 @@ def down(obj: Mapping[str, Any], options: ConversionOptions) -> Derived:
         if key in run_policy:
             out[key] = run_policy[key]
     launcher_pod = mapping(get(launcher, ("template", "spec")))
-    if (launcher_pod.get("tolerations") == launcher_on_master_tolerations()
-            and launcher_pod.get("affinity") == launcher_on_master_affinity()):
+    if (launcher_pod.get("tolerations") == _ON_MASTER_TOLERATIONS
+            and launcher_pod.get("affinity") == _ON_MASTER_AFFINITY):
         out["launcherOnMaster"] = True
     status = _v1alpha1_status(obj["status"]) if "status" in obj else None
     return Derived(rebuilt(obj, API_VERSION, out, status))
@@ -269,19 +285,20 @@ def down(obj: Mapping[str, Any], options: ConversionOptions) -> Derived:
 def _shared_template(launcher: Mapping[str, Any], worker: Any) -> dict[str, Any]:
     """The one template both roles came from: the workers' (they keep the user's resources,
     tolerations and affinity), running the launcher's command."""
-    base = worker.get("template") if is_mapping(worker) else launcher.get("template")
-    tree = Tree(mapping(base))
-    if is_mapping(get(tree.root, _CONTAINER0)):
-        launcher_container = get(launcher, ("template",) + _CONTAINER0)
+    base = mapping(worker.get("template") if is_mapping(worker) else launcher.get("template"))
+    out = dict(base)
+    if is_mapping(get(base, _CONTAINER0)):
+        out, container = _with_first_container(base)
+        launcher_container = get(launcher, _TEMPLATE_CONTAINER0)
         for key in ("command", "args"):
             value = get(launcher_container, (key,))
             if value is ABSENT:
-                tree.remove(_CONTAINER0 + (key,))
+                container.pop(key, None)
             else:
-                tree.set(_CONTAINER0 + (key,), value)
+                container[key] = value
     if launcher.get("restartPolicy") == "Never":
-        tree.set(("spec", "restartPolicy"), "Never")
-    return tree.root
+        put(out, ("spec", "restartPolicy"), "Never")
+    return out
 
 
 def _v1alpha1_status(status: Any) -> Any:
