@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from policies.conversion import STASH_ANNOTATION, convert
 from policies.conversion.stash import read, replay, same, write
 from policies.conversion.stash import diff as stash_diff
-from policies.conversion.tree import ABSENT, Tree, digest, display, get
+from policies.conversion.tree import ABSENT, Tree, digest, display, get, put
 from tests.conversion.common import HUB, without_stash
 
 JSON = st.recursive(
@@ -210,6 +210,18 @@ def test_tree_edits_end_as_the_plain_definitions_and_leave_the_input_alone(root,
             tree.remove(path)
             reference.remove(path)
     assert json.dumps(tree.root) == json.dumps(reference.root)  # key order too
+    assert json.dumps(root) == json.dumps(frozen)
+
+
+@TREES
+@given(root=st.dictionaries(st.sampled_from(["a", "b"]), TRICKY_JSON, max_size=2),
+       keys=st.lists(st.sampled_from(["a", "b"]), min_size=1, max_size=3).map(tuple), value=TRICKY)
+def test_put_sets_a_path_of_keys_as_tree_set_does(root, keys, value):
+    frozen = copy.deepcopy(root)
+    tree = Tree(root)
+    owned = dict(root)
+    assert put(owned, keys, value) is tree.set(keys, value)
+    assert json.dumps(owned) == json.dumps(tree.root)
     assert json.dumps(root) == json.dumps(frozen)
 
 
