@@ -256,3 +256,18 @@ def test_object_that_is_a_list_is_a_denial(path: str):
     assert (status["code"], status["reason"]) == (422, "Invalid")
     assert status["message"] == ('MPIJob.kubeflow.org "pi" is invalid: [object-shape] '
                                  'Invalid value: "[…]": the object must be a mapping (a JSON object)')
+
+
+# --- wire format ----------------------------------------------------------------------------------
+
+def test_answers_are_compact_json_in_the_order_built_with_non_ascii_escaped():
+    served = webhook()
+    review = admission_review(mpijob(), operation="DELETE")
+    answer = served.client.post("/validate", json=review)
+    assert answer.get_data() == (b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"'
+                                 + review["request"]["uid"].encode() + b'","allowed":true}}')
+    refused = served.client.post("/validate", json={**review, "apiVersion": "admission.k8s.io/v\u00e9"})
+    assert refused.get_data() == (b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":400,'
+                                  b'"reason":"BadRequest","message":"unsupported AdmissionReview apiVersion '
+                                  b"'admission.k8s.io/v\\u00e9'; supported: admission.k8s.io/v1, "
+                                  b'admission.k8s.io/v1beta1"}')
