@@ -94,8 +94,9 @@ def _diff_maps(derived: Mapping[str, Any], original: Mapping[str, Any], path: Pa
             if key != ignored:
                 _diff_child(child, value, path + (key,), edits)
     if found < len(derived):
-        edits.extend((path + (key,), digest(value), ABSENT) for key, value in derived.items()
-                     if key not in original and key != ignored)
+        for key, value in derived.items():
+            if key not in original and key != ignored:
+                edits.append((path + (key,), digest(value), ABSENT))
 
 
 def _diff_child(derived: Any, original: Any, path: Path, edits: list[Edit]) -> None:
@@ -137,6 +138,8 @@ def _aligned(left: list[Any], right: list[Any]) -> bool:
     renamed element still aligns: v1alpha1's one container is the launcher's and the workers'."""
     if len(left) != len(right):
         return False
+    if len(left) < 2:
+        return True  # nothing to reorder
     left_names, right_names = _names(left), _names(right)
     return left_names == right_names or sorted(left_names) != sorted(right_names)
 
