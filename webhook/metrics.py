@@ -37,30 +37,45 @@ CONVERSION_RESULTS = ("success", "failed")
 RELOAD_RESULTS = ("success", "invalid", "missing")
 
 
+class _Children:
+    """A labelled metric's child for each tuple of label values. ``labels()`` checks the values
+    and takes a lock on every call; a child, once made, never changes, so it is looked up once."""
+
+    def __init__(self, metric: Any) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:  # two threads may both ask: labels() gives both the same child
+            child = self._children[values] = self._metric.labels(*values)
+        return child
+
+
 class _Metrics:
     def __init__(self) -> None:
         from prometheus_client import Counter, Gauge, Histogram
 
-        self.requests = Counter(
+        self.requests = _Children(Counter(
             f"{PREFIX}_requests_total", "Admission requests answered, by endpoint, operation, decision and dry run.",
-            ["endpoint", "operation", "decision", "dry_run"])
-        self.duration = Histogram(
+            ["endpoint", "operation", "decision", "dry_run"]))
+        self.duration = _Children(Histogram(
             f"{PREFIX}_request_duration_seconds", "Time to decide one admission request.",
-            ["endpoint"], buckets=DURATION_BUCKETS)
-        self.findings = Counter(
+            ["endpoint"], buckets=DURATION_BUCKETS))
+        self.findings = _Children(Counter(
             f"{PREFIX}_findings_total", "Rule findings, by rule and the action the policy gave them.",
-            ["rule", "action", "dry_run"])
-        self.mutations = Counter(
-            f"{PREFIX}_mutations_total", "Mutations that changed an MPIJob, by mutation.", ["mutation"])
-        self.bad_requests = Counter(
+            ["rule", "action", "dry_run"]))
+        self.mutations = _Children(Counter(
+            f"{PREFIX}_mutations_total", "Mutations that changed an MPIJob, by mutation.", ["mutation"]))
+        self.bad_requests = _Children(Counter(
             f"{PREFIX}_bad_requests_total", "Requests refused before any decision (malformed, too large, wrong type).",
-            ["endpoint", "code"])
-        self.conversions = Counter(
+            ["endpoint", "code"]))
+        self.conversions = _Children(Counter(
             f"{PREFIX}_conversions_total", "Objects converted between MPIJob versions, by result.",
-            ["from_version", "to_version", "result"])
-        self.reloads = Counter(
+            ["from_version", "to_version", "result"]))
+        self.reloads = _Children(Counter(
             f"{PREFIX}_policy_reloads_total", "Policy file reads by result (success, invalid, missing), per worker.",
-            ["result"])
+            ["result"]))
         self.reload_ok = Gauge(
             f"{PREFIX}_policy_last_reload_successful",
             "1 when every worker serves the policy file as it is on disk; 0 while it is invalid or missing.",
@@ -69,10 +84,10 @@ class _Metrics:
         self.reload_time = Gauge(
             f"{PREFIX}_policy_last_reload_success_timestamp_seconds",
             "When the policy file was last loaded successfully (Unix time).", multiprocess_mode="max")
-        self.cache_sync = Gauge(
+        self.cache_sync = _Children(Gauge(
             f"{PREFIX}_cache_last_sync_timestamp_seconds",
             "When each cluster-state cache was last known in sync with the API server (Unix time).",
-            ["cache"], multiprocess_mode="max")
+            ["cache"], multiprocess_mode="max"))
         self.cert_expiry = Gauge(
             f"{PREFIX}_serving_certificate_expiration_timestamp_seconds",
             "notAfter of the serving certificate the server started with (Unix time).",
@@ -109,25 +124,25 @@ def observe_decision(decision: Decision) -> None:
     m = _metrics()
     req = decision.request
     dry_run = _flag(req.dry_run)
-    m.requests.labels(decision.endpoint, req.operation, decision_label(decision), dry_run).inc()
-    m.duration.labels(decision.endpoint).observe(decision.seconds)
+    m.requests(decision.endpoint, req.operation, decision_label(decision), dry_run).inc()
+    m.duration(decision.endpoint).observe(decision.seconds)
     if decision.verdict is not None:
         for outcome in decision.verdict.outcomes:
-            m.findings.labels(outcome.finding.rule, outcome.action.value, dry_run).inc()
+            m.findings(outcome.finding.rule, outcome.action.value, dry_run).inc()
     if decision.mutation is not None and decision.allowed:
         for mutation_id in decision.mutation.applied:
-            m.mutations.labels(mutation_id).inc()
+            m.mutations(mutation_id).inc()
 
 
 def record_bad_request(endpoint: str, code: int) -> None:
-    _metrics().bad_requests.labels(endpoint, str(code)).inc()
+    _metrics().bad_requests(endpoint, str(code)).inc()
 
 
 def record_conversion(from_version: str, to_version: str, result: str) -> None:
     """One object converted (or not) by the conversion webhook; ``result``: success | failed."""
     if result not in CONVERSION_RESULTS:
         raise ValueError(f"conversion result must be one of {CONVERSION_RESULTS}, not {result!r}")
-    _metrics().conversions.labels(from_version, to_version, result).inc()
+    _metrics().conversions(from_version, to_version, result).inc()
 
 
 def record_policy_reload(result: str, *, loaded_at: float | None = None) -> None:
@@ -135,14 +150,14 @@ def record_policy_reload(result: str, *, loaded_at: float | None = None) -> None
     if result not in RELOAD_RESULTS:
         raise ValueError(f"reload result must be one of {RELOAD_RESULTS}, not {result!r}")
     m = _metrics()
-    m.reloads.labels(result).inc()
+    m.reloads(result).inc()
     m.reload_ok.set(1 if result == "success" else 0)
     if result == "success":
         m.reload_time.set(loaded_at if loaded_at is not None else time.time())
 
 
 def record_cache_sync(cache: str, when: float | None = None) -> None:
-    _metrics().cache_sync.labels(cache).set(when if when is not None else time.time())
+    _metrics().cache_sync(cache).set(when if when is not None else time.time())
 
 
 def set_certificate_expiry(cert_file: str | os.PathLike[str]) -> float:
