@@ -17,8 +17,9 @@ matching override with ``exempt: true``) is never checked, whatever else matches
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WEBHOOK_NAMESPACE = "mpijob-webhook"
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", DEFAULT_WEBHOOK_NAMESPACE})
+# Namespaces whose settings a policy keeps at hand; beyond, the least recently asked are worked
+# out again.
+NAMESPACES_REMEMBERED = 4096
 
 
 def namespace_matches(patterns: Iterable[str], namespace: str) -> bool:
@@ -96,6 +100,16 @@ class Policy:
     _resolved: dict[tuple[int, ...], Settings] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    # The answer per namespace and its labels, worked out once for this policy: matching every
+    # override's patterns and selectors again costs more than the rules of most requests.
+    _answers: Callable[[str, tuple[tuple[str, str], ...]], Settings | None] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        answers = functools.lru_cache(maxsize=NAMESPACES_REMEMBERED)(
+            lambda namespace, labels: self._answer(namespace, dict(labels)))
+        object.__setattr__(self, "_answers", answers)
 
     def with_cluster_unavailable(self, action: Action) -> Policy:
         """The same policy with one answer for unavailable cluster state in every namespace
@@ -115,6 +129,12 @@ class Policy:
 
     def settings_for(self, namespace: str, labels: Mapping[str, str] | None = None) -> Settings | None:
         """The settings in force in ``namespace``; None when the namespace is exempt."""
+        try:
+            return self._answers(namespace, tuple(labels.items()) if labels else ())
+        except TypeError:  # a label value that cannot be a key: never one from the API server
+            return self._answer(namespace, labels)
+
+    def _answer(self, namespace: str, labels: Mapping[str, str] | None) -> Settings | None:
         if namespace_matches(self.exempt_namespaces, namespace):
             return None
         indexes = self._applicable(namespace, labels)

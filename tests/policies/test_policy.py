@@ -8,7 +8,7 @@ import pytest
 
 from policies.base import Action
 from policies.config import parse_policy
-from policies.policy import Override, Policy, RulePatch, SettingsPatch
+from policies.policy import NAMESPACES_REMEMBERED, Override, Policy, RulePatch, SettingsPatch
 from policies.selector import LabelSelector, Requirement
 from policies.settings import RuleConfig, Settings
 
@@ -116,6 +116,28 @@ def test_an_empty_selector_matches_every_namespace_and_all_requirements_must_hol
 def test_settings_are_resolved_once_per_set_of_matching_overrides():
     first = POLICY.settings_for("team-r", {"team": "research"})
     assert POLICY.settings_for("other-r", {"team": "research"}) is first
+
+
+def test_a_namespace_answered_before_follows_its_labels_when_they_change():
+    assert worker_count("relabelled", team="research") == (Action.DENY, 2, 100)
+    assert worker_count("relabelled", team="research", accelerator="a100") == (Action.WARN, 2, 128)
+    assert POLICY.settings_for("relabelled", {"environment": "sandbox"}) is None
+    assert worker_count("relabelled") == (Action.DENY, 2, 64)
+    assert worker_count("relabelled", team="research") == (Action.DENY, 2, 100)
+
+
+def test_label_values_that_are_not_strings_are_still_answered():
+    assert POLICY.settings_for("odd", {"team": ["research"]}).rules["worker-count"].params.max == 64  # type: ignore[dict-item]
+    assert POLICY.settings_for("odd", {"environment": "sandbox", "x": {}}) is None  # type: ignore[dict-item]
+
+
+def test_answers_beyond_the_remembered_namespaces_stay_right():
+    policy = parse_policy("overrides:\n- namespaces: [\"even-*\"]\n  rules: {worker-count: audit}\n")
+    for round_ in range(2):
+        for i in range(NAMESPACES_REMEMBERED + 10):
+            expected = Action.AUDIT if i % 2 == 0 else Action.DENY
+            kind = "even" if i % 2 == 0 else "odd"
+            assert policy.settings_for(f"{kind}-{i}").rules["worker-count"].action is expected, (round_, i)
 
 
 def test_with_cluster_unavailable_sets_one_answer_everywhere():
