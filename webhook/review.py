@@ -62,12 +62,13 @@ class AdmissionRequest:
 def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_BODY_BYTES) -> bytes:
     """The request body, refused (413) as soon as it is known to be longer than ``limit``: by
     its Content-Length before anything is read, or, for a body of unknown length (chunked), at
-    byte ``limit + 1``: an endless body is never buffered beyond the limit."""
+    byte ``limit + 1``: an endless body is never buffered beyond the limit. A body of known
+    length is read up to that length, with no read to learn that nothing follows."""
     if declared_length is not None and declared_length > limit:
         raise BadReview(413, TOO_LARGE)
     chunks: list[bytes] = []
     size = 0
-    while chunk := stream.read(min(64 * 1024, limit + 1 - size)):
+    while size != declared_length and (chunk := stream.read(min(64 * 1024, limit + 1 - size))):
         size += len(chunk)
         if size > limit:
             raise BadReview(413, TOO_LARGE)
@@ -79,7 +80,8 @@ def read_json(body: bytes) -> Any:
     if not body:
         raise BadReview(400, "empty request body: expected an AdmissionReview or ConversionReview JSON document")
     try:
-        doc = json.loads(body, parse_constant=_reject_constant)
+        # What json.loads does, with one decoder for all requests rather than one for each.
+        doc = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except UnicodeDecodeError as exc:
         raise BadReview(400, f"request body is not UTF-8 text: {exc.reason}") from None
     except json.JSONDecodeError as exc:
@@ -104,6 +106,9 @@ def _json_problem(exc: json.JSONDecodeError) -> str:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 _ESCAPE = re.compile(rb"\\.", re.DOTALL)

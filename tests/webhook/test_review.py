@@ -18,7 +18,7 @@ from tests.builders import admission_review, mpijob
 from tests.conftest import captured_reviews
 from tests.webhook.app_client import webhook
 from webhook import MAX_BODY_BYTES
-from webhook.review import GENERATED_SUFFIX, MAX_NESTING, BadReview, parse_admission_review, read_json
+from webhook.review import GENERATED_SUFFIX, MAX_NESTING, BadReview, parse_admission_review, read_body, read_json
 
 ENDPOINTS = ("/validate", "/mutate")
 RECORDED_CREATE = captured_reviews()["02-create-validating.request.json"]
@@ -204,6 +204,21 @@ def test_endless_chunked_body_is_cut_at_7_mib_with_bounded_memory_and_time(path:
     assert MAX_BODY_BYTES <= body.read_bytes <= MAX_BODY_BYTES + 2 * len(body.chunk)
     assert peak < 3 * MAX_BODY_BYTES
     assert time.perf_counter() - started < 10
+
+
+class ReadOnce(io.BytesIO):
+    """A connection kept open after the body: a second read would wait for the client."""
+
+    reads = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.reads += 1
+        assert self.reads == 1, "read again after the body's Content-Length"
+        return super().read(size)
+
+
+def test_a_body_of_known_length_is_read_without_waiting_for_more():
+    assert read_body(ReadOnce(b'{"kind": "AdmissionReview"}'), 27) == b'{"kind": "AdmissionReview"}'
 
 
 def test_body_shorter_than_its_content_length_is_a_400():
