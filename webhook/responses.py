@@ -131,7 +131,7 @@ def limit_warnings(warnings: Iterable[str]) -> list[str]:
     kept: list[str] = []
     total = 0
     for text in warnings:
-        text = _WARNING_PREFIX.sub("", _CONTROL.sub("", " ".join(text.split())))
+        text = _WARNING_PREFIX.sub("", _one_line(text))
         if not text or text in kept:
             continue
         if len(text) > WARNING_MAX:
@@ -145,6 +145,14 @@ def limit_warnings(warnings: Iterable[str]) -> list[str]:
         kept.append(text)
         total += len(text)
     return kept
+
+
+def _one_line(text: str) -> str:
+    """Single spaces, nothing unprintable. Printable text has no whitespace but the space, so
+    the usual message needs no more than that check."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return _CONTROL.sub("", " ".join(text.split()))
 
 
 def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[str, str] | None) -> dict[str, Any]:

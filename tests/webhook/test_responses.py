@@ -11,6 +11,8 @@ from typing import Any
 
 import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.base import Action, Finding, Problem
 from policies.engine import Outcome, Verdict
@@ -220,6 +222,23 @@ def test_long_warning_is_cut_to_256_characters():
 def test_warning_prefix_control_characters_and_line_breaks_are_removed():
     assert responses.limit_warnings(["Warning: a\nb", "  WARNING :c\td", "e\x00f\x1b[31m", "warnings are fine"]) == [
         "a b", "c d", "ef[31m", "warnings are fine"]
+
+
+def one_line_reference(text: str) -> str:
+    """Every run of whitespace one space, control characters gone, no kubectl prefix."""
+    return re.sub(r"^\s*warning\s*:\s*", "", re.sub(r"[\x00-\x1f\x7f-\x9f]", "", " ".join(text.split())),
+                  flags=re.IGNORECASE)
+
+
+@settings(max_examples=min(settings.default.max_examples, 2000))  # about 3 ms an example
+@given(st.lists(st.text(st.sampled_from(" \t\n\x00\x1b\x85\xa0\u2028\u3000wWaArRnNiIgG:\u0130é")
+                        | st.characters(), max_size=20), max_size=4))
+def test_warnings_are_cleaned_as_one_line_whatever_they_hold(texts: list[str]):
+    expected = []
+    for text in map(one_line_reference, texts):
+        if text and text not in expected:
+            expected.append(text)
+    assert responses.limit_warnings(texts) == expected
 
 
 def test_empty_and_repeated_warnings_are_dropped():
