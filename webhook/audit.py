@@ -18,6 +18,9 @@ from webhook.admission import Decision
 from webhook.metrics import decision_label
 
 LOG_NAME = "mpijob-webhook.audit"
+# One encoder for every line (json.dumps would build one per call); a record is a tree, never
+# a cycle, so nothing needs checking for one.
+_LINE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
 def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
@@ -72,7 +75,7 @@ class AuditLog:
 
     def __call__(self, decision: Decision) -> None:
         now = self._clock() if self._clock else None
-        line = json.dumps(record(decision, now), separators=(",", ":"), ensure_ascii=False) + "\n"
+        line = _LINE.encode(record(decision, now)) + "\n"
         stream = self._stream or sys.stdout  # looked up late, so a redirected stdout is honoured
         with self._lock:
             stream.write(line)
