@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -18,55 +18,66 @@ from webhook.admission import Decision
 from webhook.metrics import decision_label
 
 LOG_NAME = "mpijob-webhook.audit"
-# One encoder for every line (json.dumps would build one per call); a record is a tree, never
-# a cycle, so nothing needs checking for one.
-_LINE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+# A string as json.dumps(..., ensure_ascii=False) writes it.
+_string = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
-def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
-    """The audit record of one decision (a flat, stable JSON object)."""
+def line(decision: Decision, now: datetime | None = None) -> str:
+    """The audit record of one decision: a flat, stable JSON object on one line (no newline).
+
+    Written out directly, exactly as ``json.dumps(..., separators=(",", ":"), ensure_ascii=False)``
+    would write it, at half the cost of building the dict and encoding it."""
     req = decision.request
     verdict = decision.verdict
     mutation = decision.mutation
     when = now or datetime.now(timezone.utc)
-    entry: dict[str, Any] = {
-        "log": LOG_NAME,
-        "time": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "uid": req.uid,
-        "user": {"username": req.user.username, "groups": list(req.user.groups)},
-        "namespace": req.namespace,
-        "name": req.name,
-        "kind": {"group": req.group, "version": req.version, "kind": req.kind},
-        "operation": req.operation,
-        "dryRun": req.dry_run,
-        "endpoint": decision.endpoint,
-        "decision": decision_label(decision),
-        "reason": decision.reason,
-        "rules": [
-            {"rule": o.finding.rule, "action": o.action.value, "path": o.finding.path}
-            for o in (verdict.outcomes if verdict is not None else ())
-        ],
-        "latencyMs": round(decision.seconds * 1000, 3),
-    }
-    if req.request_version and req.request_version != req.version:
-        entry["requestVersion"] = req.request_version
-    if req.sub_resource:
-        entry["subResource"] = req.sub_resource
-    if verdict is not None and verdict.skipped:
-        entry["skippedRules"] = list(verdict.skipped)
+    fired = [(o.finding.rule, o.action.value, o.finding.path) for o in verdict.outcomes] if verdict is not None else []
     if mutation is not None:
-        entry["mutations"] = list(mutation.applied)
-        entry["patchOperations"] = decision.patch_ops
-        entry["rules"] += [{"rule": f.rule, "action": "deny", "path": f.path} for f in mutation.invalid]
+        fired += [(f.rule, "deny", f.path) for f in mutation.invalid]
+    rules = ",".join(f'{{"rule":{_string(rule)},"action":{_string(action)},"path":{_string(path)}}}'
+                     for rule, action, path in fired)
+    text = (
+        f'{{"log":{_string(LOG_NAME)},'
+        f'"time":{_string(when.isoformat(timespec="milliseconds").replace("+00:00", "Z"))},'
+        f'"uid":{_string(req.uid)},'
+        f'"user":{{"username":{_string(req.user.username)},"groups":{_strings(req.user.groups)}}},'
+        f'"namespace":{_string(req.namespace)},"name":{_string(req.name)},'
+        f'"kind":{{"group":{_string(req.group)},"version":{_string(req.version)},"kind":{_string(req.kind)}}},'
+        f'"operation":{_string(req.operation)},"dryRun":{_boolean(req.dry_run)},'
+        f'"endpoint":{_string(decision.endpoint)},"decision":{_string(decision_label(decision))},'
+        f'"reason":{_string(decision.reason)},"rules":[{rules}],'
+        f'"latencyMs":{round(decision.seconds * 1000, 3)!r}'
+    )
+    if req.request_version and req.request_version != req.version:
+        text += f',"requestVersion":{_string(req.request_version)}'
+    if req.sub_resource:
+        text += f',"subResource":{_string(req.sub_resource)}'
+    if verdict is not None and verdict.skipped:
+        text += f',"skippedRules":{_strings(verdict.skipped)}'
+    if mutation is not None:
+        text += f',"mutations":{_strings(mutation.applied)},"patchOperations":{decision.patch_ops!r}'
     if (verdict is not None and verdict.error) or (mutation is not None and mutation.error):
         # Which rule failed, never the exception text (it may quote the object).
         failed = (verdict.error if verdict is not None and verdict.error else mutation.error or "")  # type: ignore[union-attr]
-        entry["error"] = failed.split(":", 1)[0]
-    return entry
+        text += f',"error":{_string(failed.split(":", 1)[0])}'
+    return text + "}"
+
+
+def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
+    """The audit record of one decision, decoded."""
+    return json.loads(line(decision, now))  # type: ignore[no-any-return]
+
+
+def _strings(values: Iterable[str]) -> str:
+    return f"[{','.join(map(_string, values))}]"
+
+
+def _boolean(value: bool) -> str:
+    return "true" if value else "false"
 
 
 class AuditLog:
-    """An ``Admission`` observer writing ``record(decision)`` as one line to ``stream``."""
+    """An ``Admission`` observer writing ``line(decision)`` to ``stream``."""
 
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], datetime] | None = None) -> None:
         self._stream = stream
@@ -75,8 +86,8 @@ class AuditLog:
 
     def __call__(self, decision: Decision) -> None:
         now = self._clock() if self._clock else None
-        line = _LINE.encode(record(decision, now)) + "\n"
+        text = line(decision, now) + "\n"
         stream = self._stream or sys.stdout  # looked up late, so a redirected stdout is honoured
         with self._lock:
-            stream.write(line)
+            stream.write(text)
             stream.flush()

@@ -6,13 +6,18 @@ import io
 import json
 from datetime import datetime, timezone
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies.base import Action, Finding, UserInfo
 from policies.cluster import StaticClusterView
 from policies.config import parse_policy
-from policies.engine import Verdict
+from policies.engine import MutationResult, Outcome, Verdict
 from tests.builders import admission_review, mpijob
 from webhook.admission import Decision
 from webhook.audit import AuditLog
-from webhook.review import parse_admission_review
+from webhook.metrics import decision_label
+from webhook.review import AdmissionRequest, parse_admission_review
 from webhook.runtime import default_runtime
 
 NOW = datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=timezone.utc)
@@ -99,3 +104,72 @@ def test_the_log_writes_to_stdout_by_default(capsys):
     AuditLog()(Decision("validate", review, True, "checked", verdict=Verdict()))
     line = json.loads(capsys.readouterr().out)
     assert (line["uid"], line["decision"], line["rules"]) == (review.uid, "allowed", [])
+
+
+# --- the line, exactly as json.dumps writes the record ---------------------------------------------
+
+def reference_record(decision: Decision, now: datetime) -> dict:
+    """The record as a dict, in the order its keys are written."""
+    req, verdict, mutation = decision.request, decision.verdict, decision.mutation
+    entry = {
+        "log": "mpijob-webhook.audit",
+        "time": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "uid": req.uid,
+        "user": {"username": req.user.username, "groups": list(req.user.groups)},
+        "namespace": req.namespace,
+        "name": req.name,
+        "kind": {"group": req.group, "version": req.version, "kind": req.kind},
+        "operation": req.operation,
+        "dryRun": req.dry_run,
+        "endpoint": decision.endpoint,
+        "decision": decision_label(decision),
+        "reason": decision.reason,
+        "rules": [{"rule": o.finding.rule, "action": o.action.value, "path": o.finding.path}
+                  for o in (verdict.outcomes if verdict is not None else ())],
+        "latencyMs": round(decision.seconds * 1000, 3),
+    }
+    if req.request_version and req.request_version != req.version:
+        entry["requestVersion"] = req.request_version
+    if req.sub_resource:
+        entry["subResource"] = req.sub_resource
+    if verdict is not None and verdict.skipped:
+        entry["skippedRules"] = list(verdict.skipped)
+    if mutation is not None:
+        entry["mutations"] = list(mutation.applied)
+        entry["patchOperations"] = decision.patch_ops
+        entry["rules"] += [{"rule": f.rule, "action": "deny", "path": f.path} for f in mutation.invalid]
+    if (verdict is not None and verdict.error) or (mutation is not None and mutation.error):
+        failed = verdict.error if verdict is not None and verdict.error else mutation.error or ""  # type: ignore[union-attr]
+        entry["error"] = failed.split(":", 1)[0]
+    return entry
+
+
+# Whatever a name, path or user may hold: quotes, backslashes, control and non-ASCII characters.
+texts = st.text(st.sampled_from('"\\\n\t\x00\x1f\x7fé\u2028😀:') | st.characters(exclude_categories=("Cs",)), max_size=8)
+findings = st.builds(Finding, rule=texts, path=texts, message=st.just("quoted value"))
+requests = st.builds(
+    AdmissionRequest, api_version=st.just("admission.k8s.io/v1"), uid=texts, group=st.just("kubeflow.org"),
+    version=st.sampled_from(["v2beta1", "v1"]), kind=st.just("MPIJob"), operation=st.sampled_from(["CREATE", "UPDATE"]),
+    namespace=texts, name=texts, generated_name=st.booleans(), object=st.none(), old_object=st.none(),
+    dry_run=st.booleans(), sub_resource=st.sampled_from(["", "status"]), request_version=st.sampled_from(["", "v2beta1", "v1"]),
+    user=st.builds(UserInfo, username=texts, groups=st.lists(texts, max_size=3).map(tuple)))
+verdicts = st.none() | st.builds(
+    Verdict, outcomes=st.lists(st.builds(Outcome, finding=findings, action=st.sampled_from(Action)), max_size=3).map(tuple),
+    skipped=st.lists(texts, max_size=2).map(tuple), error=st.none() | texts)
+mutations = st.none() | st.builds(
+    MutationResult, job=st.just({}), applied=st.lists(texts, max_size=2).map(tuple), error=st.none() | texts,
+    invalid=st.lists(findings, max_size=2).map(tuple))
+decisions = st.builds(
+    Decision, endpoint=st.sampled_from(["validate", "mutate"]), request=requests, allowed=st.booleans(),
+    reason=st.sampled_from(["checked", "exempt", "error", "invalid-shape"]), verdict=verdicts, mutation=mutations,
+    patch_ops=st.integers(min_value=0, max_value=10_000),
+    seconds=st.floats(min_value=0, max_value=100, allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=min(settings.default.max_examples, 1000))  # several ms an example to draw
+@given(decisions, st.datetimes(timezones=st.just(timezone.utc)))
+def test_the_line_is_the_record_as_json_dumps_writes_it(decision: Decision, now: datetime):
+    expected = json.dumps(reference_record(decision, now), separators=(",", ":"), ensure_ascii=False)
+    stream = io.StringIO()
+    AuditLog(stream, clock=lambda: now)(decision)
+    assert stream.getvalue() == expected + "\n"
