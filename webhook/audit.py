@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TextIO
 
 from webhook.admission import Decision
@@ -30,7 +31,6 @@ def line(decision: Decision, now: datetime | None = None) -> str:
     req = decision.request
     verdict = decision.verdict
     mutation = decision.mutation
-    when = now or datetime.now(timezone.utc)
     fired = [(o.finding.rule, o.action.value, o.finding.path) for o in verdict.outcomes] if verdict is not None else []
     if mutation is not None:
         fired += [(f.rule, "deny", f.path) for f in mutation.invalid]
@@ -38,7 +38,7 @@ def line(decision: Decision, now: datetime | None = None) -> str:
                      for rule, action, path in fired)
     text = (
         f'{{"log":{_string(LOG_NAME)},'
-        f'"time":{_string(when.isoformat(timespec="milliseconds").replace("+00:00", "Z"))},'
+        f'"time":{_string(_timestamp(now))},'
         f'"uid":{_string(req.uid)},'
         f'"user":{{"username":{_string(req.user.username)},"groups":{_strings(req.user.groups)}}},'
         f'"namespace":{_string(req.namespace)},"name":{_string(req.name)},'
@@ -66,6 +66,22 @@ def line(decision: Decision, now: datetime | None = None) -> str:
 def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
     """The audit record of one decision, decoded."""
     return json.loads(line(decision, now))  # type: ignore[no-any-return]
+
+
+def _timestamp(now: datetime | None) -> str:
+    """``now``, or the current time, in UTC to the millisecond: 2026-03-01T12:30:45.123Z."""
+    if now is not None:
+        return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    global _this_second
+    current = time.time()
+    second = int(current)
+    formatted = _this_second
+    if formatted[0] != second:  # the date and time of day are formatted once a second
+        formatted = _this_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{formatted[1]}.{int((current - second) * 1000):03d}Z"
+
+
+_this_second: tuple[int, str] = (-1, "")
 
 
 def _strings(values: Iterable[str]) -> str:

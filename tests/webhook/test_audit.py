@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import datetime, timezone
+import re
+import time
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +18,7 @@ from policies.config import parse_policy
 from policies.engine import MutationResult, Outcome, Verdict
 from tests.builders import admission_review, mpijob
 from webhook.admission import Decision
+from webhook import audit
 from webhook.audit import AuditLog
 from webhook.metrics import decision_label
 from webhook.review import AdmissionRequest, parse_admission_review
@@ -173,3 +177,25 @@ def test_the_line_is_the_record_as_json_dumps_writes_it(decision: Decision, now:
     stream = io.StringIO()
     AuditLog(stream, clock=lambda: now)(decision)
     assert stream.getvalue() == expected + "\n"
+
+
+def test_the_time_is_now_in_utc_to_the_millisecond():
+    review = parse_admission_review(admission_review(mpijob()))
+    stream = io.StringIO()
+    before = datetime.now(timezone.utc)
+    AuditLog(stream)(Decision("validate", review, True, "checked", verdict=Verdict()))
+    after = datetime.now(timezone.utc)
+    written = json.loads(stream.getvalue())["time"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", written), written
+    assert before - timedelta(milliseconds=1) < datetime.strptime(written, "%Y-%m-%dT%H:%M:%S.%f%z") <= after
+
+
+def test_the_time_follows_the_clock_across_seconds(monkeypatch):
+    review = parse_admission_review(admission_review(mpijob()))
+    stream = io.StringIO()
+    ticks = iter([1_500_000_000.9996, 1_500_000_001.0004, 1_500_000_001.25, 1_500_000_060.5])
+    monkeypatch.setattr(audit, "time", SimpleNamespace(time=lambda: next(ticks), gmtime=time.gmtime, strftime=time.strftime))
+    for _ in range(4):
+        AuditLog(stream)(Decision("validate", review, True, "checked", verdict=Verdict()))
+    assert [json.loads(text)["time"] for text in stream.getvalue().splitlines()] == [
+        "2017-07-14T02:40:00.999Z", "2017-07-14T02:40:01.000Z", "2017-07-14T02:40:01.250Z", "2017-07-14T02:41:00.500Z"]
