@@ -65,16 +65,27 @@ def json_writer(*, sort_keys: bool) -> Callable[[Any], str]:
     """``json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)``, the
     same text, with the C encoder built once instead of on every call, and no cycle check
     (decoded JSON has no cycles)."""
-    if c_make_encoder is None:  # a Python without the json accelerator
-        return json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False,
+    fallback = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False,
                                 check_circular=False).encode
-    encode = c_make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",", sort_keys,
-                            False, True)
+    if c_make_encoder is None:  # a Python without the json accelerator
+        return fallback
 
     def write(value: Any) -> str:
         return "".join(encode(value, 0))
 
-    return write
+    # The accelerator's interface is the json module's own business: use it only while it
+    # takes these arguments and writes what json.dumps writes.
+    try:
+        encode = c_make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",", sort_keys,
+                                False, True)
+        if write(_SAMPLE) == fallback(_SAMPLE):
+            return write
+    except (TypeError, ValueError):
+        pass
+    return fallback
+
+
+_SAMPLE = {"b": [1, 2.5, -0.0, True, None, "é\"\n"], "a": {}}
 
 
 _canonical_json = json_writer(sort_keys=True)

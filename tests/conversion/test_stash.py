@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Mapping
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from policies.conversion import STASH_ANNOTATION, convert
 from policies.conversion.stash import read, replay, same, write
 from policies.conversion.stash import diff as stash_diff
-from policies.conversion.tree import ABSENT, Tree, digest, display, get, put
+from policies.conversion.tree import ABSENT, Tree, digest, display, get, json_writer, put
 from tests.conversion.common import HUB, without_stash
 
 JSON = st.recursive(
@@ -223,6 +224,17 @@ def test_put_sets_a_path_of_keys_as_tree_set_does(root, keys, value):
     assert put(owned, keys, value) is tree.set(keys, value)
     assert json.dumps(owned) == json.dumps(tree.root)
     assert json.dumps(root) == json.dumps(frozen)
+
+
+@given(value=st.one_of(TRICKY_JSON, st.text(max_size=80), st.integers(), st.floats()))
+def test_fingerprints_and_json_text_are_those_json_dumps_gives(value):
+    """Fingerprints are stored in annotations: the fast paths must never change one."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    expected = hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+    assert digest(value) == expected
+    assert digest(value) == expected  # remembered or not
+    assert json_writer(sort_keys=True)(value) == canonical
+    assert json_writer(sort_keys=False)(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 @pytest.mark.parametrize("value", ["not json", '{"format": 2, "versions": {}}', '{"format": 1}',
