@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from policies.base import Mutation, Rule, RuleContext
@@ -192,7 +192,8 @@ class Admission:
         )
 
     def _notify(self, decision: Decision, started: float) -> None:
-        decision = replace(decision, seconds=time.perf_counter() - started)
+        # Not dataclasses.replace, which inspects the class on every call.
+        decision = Decision(**{**decision.__dict__, "seconds": time.perf_counter() - started})
         for observer in self.observers:
             try:
                 observer(decision)

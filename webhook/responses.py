@@ -19,6 +19,7 @@ _WARNING_PREFIX = re.compile(r"^\s*warning\s*:\s*", re.IGNORECASE)  # kubectl ad
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # not printable in the Warning header
 # Keys become ``<webhook name>/<key>``: the key must be the name part of a qualified name.
 _AUDIT_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_FIRED_BY = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "audited-by"}
 
 
 def review(api_version: str, response: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,8 +120,7 @@ def deny_findings(
 def audit_annotations(verdict: Verdict) -> dict[str, str]:
     """Keys become ``<webhook name>/<key>`` on the API server, so they must be plain names."""
     fired = verdict.rules_by_action()
-    words = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "audited-by"}
-    annotations = {words[action]: ",".join(ids) for action, ids in fired.items()}
+    annotations = {_FIRED_BY[action]: ",".join(ids) for action, ids in fired.items()}
     if verdict.skipped:
         annotations["skipped-rules"] = ",".join(verdict.skipped)
     return annotations

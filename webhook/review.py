@@ -250,6 +250,6 @@ def _user(info: Any) -> UserInfo:
     return UserInfo(
         username=_str(info.get("username")),
         uid=_str(info.get("uid")),
-        groups=tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else (),
+        groups=tuple([g for g in groups if isinstance(g, str)]) if isinstance(groups, list) else (),
         extra={k: tuple(v) for k, v in extra.items() if isinstance(v, list)} if isinstance(extra, Mapping) else {},
     )
