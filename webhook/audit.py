@@ -68,6 +68,9 @@ def record(decision: Decision, now: datetime | None = None) -> dict[str, Any]:
     return json.loads(line(decision, now))  # type: ignore[no-any-return]
 
 
+_this_second: tuple[int, str] = (-1, "")  # a second since the epoch, and how it is written
+
+
 def _timestamp(now: datetime | None) -> str:
     """``now``, or the current time, in UTC to the millisecond: 2026-03-01T12:30:45.123Z."""
     if now is not None:
@@ -79,9 +82,6 @@ def _timestamp(now: datetime | None) -> str:
     if formatted[0] != second:  # the date and time of day are formatted once a second
         formatted = _this_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
     return f"{formatted[1]}.{int((current - second) * 1000):03d}Z"
-
-
-_this_second: tuple[int, str] = (-1, "")
 
 
 def _strings(values: Iterable[str]) -> str:
