@@ -9,7 +9,7 @@ it fails. Unknown fields are left to the API server's pruning.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
@@ -232,32 +232,25 @@ def _object_check(properties: dict[str, _Node], other: _Node | None, required: t
 
 def _map_check(values: _Node) -> Check:
     """Only ``additionalProperties`` (labels, resource quantities, replica specs): no lookup per key."""
-    exact, accepts = values
-
-    def check(value: Any) -> bool:
-        if type(value) is not dict:
-            if value is None:
-                return True
-            if not isinstance(value, Mapping):
-                return False
-        for item in value.values():
-            if type(item) not in exact and not accepts(item):
-                return False
-        return True
-
-    return check
+    return _each_check(values, dict, Mapping, lambda value: value.values())
 
 
 def _list_check(items: _Node) -> Check:
-    exact, accepts = items
+    return _each_check(items, list, list, iter)
+
+
+def _each_check(node: _Node, exact_container: type, container: type,
+                members: Callable[[Any], Iterable[Any]]) -> Check:
+    """Every member of a map's values or a list's items against one schema node."""
+    exact, accepts = node
 
     def check(value: Any) -> bool:
-        if type(value) is not list:
+        if type(value) is not exact_container:
             if value is None:
                 return True
-            if not isinstance(value, list):
+            if not isinstance(value, container):
                 return False
-        for item in value:
+        for item in members(value):
             if type(item) not in exact and not accepts(item):
                 return False
         return True
