@@ -36,7 +36,9 @@ class BadReview(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
+# Slotted and not frozen: built for every request, and a frozen dataclass sets each of its 15
+# fields through object.__setattr__. Nothing writes to it after parse_admission_review.
+@dataclass(slots=True)
 class AdmissionRequest:
     api_version: str
     uid: str
