@@ -132,7 +132,9 @@ def limit_warnings(warnings: Iterable[str]) -> list[str]:
     kept: list[str] = []
     total = 0
     for text in warnings:
-        text = _WARNING_PREFIX.sub("", _one_line(text))
+        text = _one_line(text)
+        if text[:1] in "wW":  # the prefix cannot start any other way (_one_line strips spaces)
+            text = _WARNING_PREFIX.sub("", text)
         if not text or text in kept:
             continue
         if len(text) > WARNING_MAX:
