@@ -5,6 +5,15 @@ then writes its samples to files in ``PROMETHEUS_MULTIPROC_DIR`` and a scrape of
 adds them all up. prometheus_client picks its storage when it is first imported, so this module
 imports it only on first use (see ``_metrics``), never at import time.
 
+The per-request hooks (``observe_decision``, ``record_conversion``, ``record_bad_request``) only
+append a small tuple to an in-process queue: a prometheus_client update takes a lock and, in
+multiprocess mode, writes a file, for every label set on every request. A daemon thread
+(``webhook.flushing``) adds the queue up and writes it to the metrics once a second
+(``FLUSH_SECONDS``); a scrape flushes this worker first, and a worker flushes as it exits. So a
+scrape is exact for the worker that answers it, and the other workers' requests show up to
+``FLUSH_SECONDS`` late. Gauges (cache sync, policy reload, certificate) are set directly: they
+change rarely.
+
 Hooks for the other parts of the server (all cheap, safe from any thread):
 
 - ``observe_decision(decision)``: an ``Admission`` observer (requests, latency, findings).
@@ -23,15 +32,21 @@ import shutil
 import sys
 import threading
 import time
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from policies.engine import Outcome
 from webhook.admission import Decision
+from webhook.flushing import PeriodicFlush
 
 PREFIX = "mpijob_webhook"
 # Gatekeeper's buckets: 1 ms to 10 s.
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_DURATION_BOUNDS = (*DURATION_BUCKETS, float("inf"))  # the histogram's buckets, +Inf included
+FLUSH_SECONDS = 1.0
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONVERSION_RESULTS = ("success", "failed")
 RELOAD_RESULTS = ("success", "invalid", "missing")
@@ -121,28 +136,116 @@ def decision_label(decision: Decision) -> str:
 
 
 def observe_decision(decision: Decision) -> None:
-    m = _metrics()
     req = decision.request
-    dry_run = _flag(req.dry_run)
-    m.requests(decision.endpoint, req.operation, decision_label(decision), dry_run).inc()
-    m.duration(decision.endpoint).observe(decision.seconds)
-    if decision.verdict is not None:
-        for outcome in decision.verdict.outcomes:
-            m.findings(outcome.finding.rule, outcome.action.value, dry_run).inc()
-    if decision.mutation is not None and decision.allowed:
-        for mutation_id in decision.mutation.applied:
-            m.mutations(mutation_id).inc()
+    verdict = decision.verdict
+    mutation = decision.mutation
+    _decisions.append((decision.endpoint, req.operation, decision_label(decision), req.dry_run, decision.seconds,
+                       verdict.outcomes if verdict is not None else (),
+                       mutation.applied if mutation is not None and decision.allowed else ()))
+    if not _flusher.running:
+        _flusher.start()
 
 
 def record_bad_request(endpoint: str, code: int) -> None:
-    _metrics().bad_requests(endpoint, str(code)).inc()
+    _count("bad_requests", endpoint, str(code))
 
 
 def record_conversion(from_version: str, to_version: str, result: str) -> None:
     """One object converted (or not) by the conversion webhook; ``result``: success | failed."""
     if result not in CONVERSION_RESULTS:
         raise ValueError(f"conversion result must be one of {CONVERSION_RESULTS}, not {result!r}")
-    _metrics().conversions(from_version, to_version, result).inc()
+    _count("conversions", from_version, to_version, result)
+
+
+# --- per-request tallies, flushed in aggregate ------------------------------------------------
+# Appending to a deque is atomic, so the request threads take no lock; only the flush pops.
+# One tuple per decision: endpoint, operation, decision label, dry run, seconds, rule outcomes,
+# mutations applied (small values only: never the request, which holds the whole object).
+_decisions: deque[tuple[str, str, str, bool, float, tuple[Outcome, ...], tuple[str, ...]]] = deque()
+# One increment of a labelled counter: the _Metrics attribute, the label values.
+_counts: deque[tuple[str, tuple[str, ...]]] = deque()
+_flush_lock = threading.Lock()  # one flush at a time, so a scrape waits for one under way
+
+
+def _count(counter: str, *labels: str) -> None:
+    _counts.append((counter, labels))
+    if not _flusher.running:
+        _flusher.start()
+
+
+class _Observations:
+    """Durations for one histogram child: a count per bucket, and their sum."""
+
+    __slots__ = ("buckets", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * len(_DURATION_BOUNDS)
+        self.total = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.buckets[bisect_left(_DURATION_BOUNDS, seconds)] += 1  # the first bound >= seconds, as observe()
+        self.total += seconds
+
+
+def flush() -> None:
+    """Add what was tallied since the last flush to the prometheus_client metrics (in
+    multiprocess mode: to this process's files)."""
+    with _flush_lock:  # taken even when nothing is queued: a flush under way may hold it all
+        if not _decisions and not _counts:
+            return
+        m = _metrics()
+        requests: dict[tuple[str, ...], int] = {}
+        findings: dict[tuple[str, ...], int] = {}
+        mutations: dict[str, int] = {}
+        durations: dict[str, _Observations] = {}
+        for _ in range(len(_decisions)):
+            endpoint, operation, label, dry_run, seconds, outcomes, applied = _decisions.popleft()
+            flag = _flag(dry_run)
+            key = (endpoint, operation, label, flag)
+            requests[key] = requests.get(key, 0) + 1
+            observed = durations.get(endpoint)
+            if observed is None:
+                observed = durations[endpoint] = _Observations()
+            observed.add(seconds)
+            for outcome in outcomes:
+                key = (outcome.finding.rule, outcome.action.value, flag)
+                findings[key] = findings.get(key, 0) + 1
+            for mutation_id in applied:
+                mutations[mutation_id] = mutations.get(mutation_id, 0) + 1
+        counted: dict[tuple[str, tuple[str, ...]], int] = {}
+        for _ in range(len(_counts)):
+            item = _counts.popleft()
+            counted[item] = counted.get(item, 0) + 1
+        for labels, n in requests.items():
+            m.requests(*labels).inc(n)
+        for endpoint, observed in durations.items():
+            _add_observations(m.duration(endpoint), observed)
+        for labels, n in findings.items():
+            m.findings(*labels).inc(n)
+        for mutation_id, n in mutations.items():
+            m.mutations(mutation_id).inc(n)
+        for (counter, labels), n in counted.items():
+            getattr(m, counter)(*labels).inc(n)
+
+
+def _add_observations(histogram: Any, observed: _Observations) -> None:
+    """What ``histogram.observe(s)`` for each of the durations would have done, with one update
+    per bucket. prometheus_client has no public call for it: this uses the child's ``_sum`` and
+    its per-bucket (not cumulative) ``_buckets``, which a test pins against ``observe()``."""
+    histogram._sum.inc(observed.total)
+    for bucket, n in zip(histogram._buckets, observed.buckets, strict=True):
+        if n:
+            bucket.inc(n)
+
+
+def _forget_tallies() -> None:
+    global _flush_lock
+    _flush_lock = threading.Lock()  # a flush under way at the fork left the child's copy held
+    _decisions.clear()
+    _counts.clear()
+
+
+_flusher = PeriodicFlush("metrics-flush", FLUSH_SECONDS, flush, forget=_forget_tallies)
 
 
 def record_policy_reload(result: str, *, loaded_at: float | None = None) -> None:
@@ -237,6 +340,7 @@ def exposition(accept: str | None = None) -> tuple[bytes, str]:
     from prometheus_client.exposition import choose_encoder
 
     _metrics()  # so a scrape before the first request still lists every metric
+    flush()  # so this worker's own requests are all counted
     if os.environ.get(MULTIPROC_ENV):
         from prometheus_client import multiprocess
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from tests.builders import admission_review, mpijob
 from tests.conftest import ROOT
 from webhook import create_app, metrics
 from webhook.bootstrap import ServeOptions, build_runtime
+from webhook.review import parse_admission_review
 
 Sample = tuple[str, frozenset[tuple[str, str]]]
 
@@ -140,6 +142,7 @@ print('prometheus_client' in sys.modules)
 from webhook import metrics
 directory = metrics.prepare_multiprocess_dir(sys.argv[1])
 metrics.record_conversion('v1', 'v2beta1', 'success')
+metrics.flush()
 print(os.environ['PROMETHEUS_MULTIPROC_DIR'] == str(directory), sorted({p.name.split('_')[0] for p in directory.iterdir()}))
 """
 
@@ -159,3 +162,125 @@ def test_prepare_multiprocess_dir_refuses_once_metrics_exist(app):
     app.test_client().get("/metrics")
     with pytest.raises(RuntimeError, match="before any metric is recorded"):
         metrics.prepare_multiprocess_dir()
+
+
+# --- tallies on the request path, flushed in aggregate ----------------------------------------
+
+def without_created(exposition: bytes) -> list[str]:
+    return [text for text in exposition.decode().splitlines() if "_created" not in text]
+
+
+def test_a_histogram_fed_in_aggregate_exposes_exactly_what_observe_gives():
+    # The flush writes bucket counts and the sum through prometheus_client internals: this
+    # fails if an upgrade changes them.
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    durations = [0.0, 0.0004, 0.001, 0.0011, 0.0025, 0.003, 0.0049, 0.07, 0.25, 0.3, 2.5, 9.99, 10.0, 10.5, 120.0]
+    observed, aggregated = CollectorRegistry(), CollectorRegistry()
+    for registry in (observed, aggregated):
+        Histogram("mpijob_webhook_request_duration_seconds", "Time to decide one admission request.",
+                  ["endpoint"], buckets=metrics.DURATION_BUCKETS, registry=registry)
+    by_observe = observed._names_to_collectors["mpijob_webhook_request_duration_seconds"].labels("validate")
+    for seconds in durations:
+        by_observe.observe(seconds)
+    tally = metrics._Observations()
+    for seconds in durations:
+        tally.add(seconds)
+    metrics._add_observations(
+        aggregated._names_to_collectors["mpijob_webhook_request_duration_seconds"].labels("validate"), tally)
+    assert without_created(generate_latest(aggregated)) == without_created(generate_latest(observed))
+    assert 'mpijob_webhook_request_duration_seconds_bucket{endpoint="validate",le="0.001"} 3.0' in \
+        without_created(generate_latest(aggregated))
+
+
+def test_requests_reach_prometheus_client_within_the_flush_interval_without_a_scrape(app):
+    from prometheus_client import REGISTRY
+
+    labels = {"endpoint": "validate", "operation": "CREATE", "decision": "denied", "dry_run": "false"}
+    before = REGISTRY.get_sample_value("mpijob_webhook_requests_total", labels) or 0.0
+    app.test_client().post("/validate", json=admission_review(mpijob(slots=9)))
+    started = time.monotonic()
+    while (REGISTRY.get_sample_value("mpijob_webhook_requests_total", labels) or 0.0) != before + 1:
+        assert time.monotonic() - started < metrics.FLUSH_SECONDS + 5, "the request was never flushed"
+        time.sleep(0.02)
+    flusher = [thread for thread in threading.enumerate() if thread.name == "metrics-flush"]
+    assert len(flusher) == 1 and flusher[0].daemon
+
+
+def test_decisions_from_many_threads_are_all_counted(app):
+    client = app.test_client()
+    scraper = Scraper(client)
+    runtime = app.extensions["mpijob-webhook"]
+    review = parse_admission_review(admission_review(mpijob(slots=9), dry_run=True))
+    per_thread, threads = 300, 8
+
+    def decide() -> None:
+        for _ in range(per_thread):
+            runtime.admission.validate(review)
+
+    workers = [threading.Thread(target=decide) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    now = scraper.scrape()
+    total = per_thread * threads
+    assert scraper.delta(now, "mpijob_webhook_requests_total", endpoint="validate", operation="CREATE",
+                         decision="denied", dry_run="true") == total
+    assert scraper.delta(now, "mpijob_webhook_request_duration_seconds_count", endpoint="validate") == total
+    assert scraper.delta(now, "mpijob_webhook_findings_total", rule="slots-per-worker", action="deny",
+                         dry_run="true") == total
+
+
+EXIT_WITHOUT_A_SCRAPE = """
+import sys, threading
+from webhook import create_app, metrics
+from webhook.bootstrap import ServeOptions, build_runtime
+from tests.builders import admission_review, mpijob
+metrics.prepare_multiprocess_dir(sys.argv[1])
+app = create_app(build_runtime(ServeOptions(audit_log=False)))
+before = sorted(t.name for t in threading.enumerate() if t.name == 'metrics-flush')
+for _ in range(3):
+    app.test_client().post('/validate', json=admission_review(mpijob(slots=9)))
+metrics.record_conversion('v1alpha1', 'v2beta1', 'failed')
+print(before, [t.daemon for t in threading.enumerate() if t.name == 'metrics-flush'])
+"""
+
+
+def test_what_a_process_tallied_is_written_when_it_exits(tmp_path):
+    # The flush thread starts on first use, is a daemon (the process exits at once), and the
+    # interpreter's exit writes what it had not flushed yet.
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    run = subprocess.run([sys.executable, "-c", EXIT_WITHOUT_A_SCRAPE, str(tmp_path)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60)
+    assert run.stdout.splitlines() == ["[] [True]"], run.stderr
+    samples = {(s.name, frozenset(s.labels.items())): s.value
+               for family in MultiProcessCollector(CollectorRegistry(), path=str(tmp_path)).collect()
+               for s in family.samples}
+    assert samples[("mpijob_webhook_requests_total", frozenset({
+        ("endpoint", "validate"), ("operation", "CREATE"), ("decision", "denied"), ("dry_run", "false")}))] == 3
+    assert samples[("mpijob_webhook_request_duration_seconds_count", frozenset({("endpoint", "validate")}))] == 3
+    assert samples[("mpijob_webhook_conversions_total", frozenset({
+        ("from_version", "v1alpha1"), ("to_version", "v2beta1"), ("result", "failed")}))] == 1
+
+
+FORK = """
+import os, sys
+from webhook import metrics
+metrics.record_conversion('v1alpha1', 'v2beta1', 'success')
+child = os.fork()
+if child == 0:
+    os._exit(0 if not metrics._counts and not metrics._flusher.running else 1)
+_, status = os.waitpid(child, 0)
+metrics.flush()
+from prometheus_client import REGISTRY
+print(os.waitstatus_to_exitcode(status), REGISTRY.get_sample_value('mpijob_webhook_conversions_total',
+      {'from_version': 'v1alpha1', 'to_version': 'v2beta1', 'result': 'success'}))
+"""
+
+
+def test_a_forked_child_leaves_its_parents_tallies_to_the_parent():
+    run = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.stdout.split() == ["0", "1.0"], run.stderr
