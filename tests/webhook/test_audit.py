@@ -2,9 +2,13 @@
 nothing from inside the object."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
+import subprocess
+import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -17,6 +21,7 @@ from policies.cluster import StaticClusterView
 from policies.config import parse_policy
 from policies.engine import MutationResult, Outcome, Verdict
 from tests.builders import admission_review, mpijob
+from tests.conftest import ROOT
 from webhook.admission import Decision
 from webhook import audit
 from webhook.audit import AuditLog
@@ -41,8 +46,10 @@ def secret_job(**spec):
 def audited(policy: str, review: dict, endpoint: str = "validate") -> list[dict]:
     stream = io.StringIO()
     runtime = default_runtime(parse_policy(policy), StaticClusterView())
-    runtime.admission.observers.append(AuditLog(stream, clock=lambda: NOW))
+    log = AuditLog(stream, clock=lambda: NOW)
+    runtime.admission.observers.append(log)
     getattr(runtime.admission, endpoint)(parse_admission_review(review))
+    log.flush()
     text = stream.getvalue()
     assert text.endswith("\n") and text.count("\n") == 1, text  # exactly one line
     for secret in SECRETS:
@@ -97,7 +104,9 @@ def test_a_failed_rule_is_recorded_as_an_error_without_the_exception_text():
     review = parse_admission_review(admission_review(secret_job()))
     verdict = Verdict(error=f"rule image-reference failed: ValueError: bad image {SECRETS[0]}")
     stream = io.StringIO()
-    AuditLog(stream, clock=lambda: NOW)(Decision("validate", review, False, "checked", verdict=verdict, seconds=0.002))
+    log = AuditLog(stream, clock=lambda: NOW)
+    log(Decision("validate", review, False, "checked", verdict=verdict, seconds=0.002))
+    log.flush()
     line = json.loads(stream.getvalue())
     assert (line["decision"], line["error"], line["latencyMs"]) == ("error", "rule image-reference failed", 2.0)
     assert SECRETS[0] not in stream.getvalue()
@@ -105,7 +114,9 @@ def test_a_failed_rule_is_recorded_as_an_error_without_the_exception_text():
 
 def test_the_log_writes_to_stdout_by_default(capsys):
     review = parse_admission_review(admission_review(mpijob()))
-    AuditLog()(Decision("validate", review, True, "checked", verdict=Verdict()))
+    log = AuditLog()
+    log(Decision("validate", review, True, "checked", verdict=Verdict()))
+    log.flush()
     line = json.loads(capsys.readouterr().out)
     assert (line["uid"], line["decision"], line["rules"]) == (review.uid, "allowed", [])
 
@@ -175,7 +186,9 @@ decisions = st.builds(
 def test_the_line_is_the_record_as_json_dumps_writes_it(decision: Decision, now: datetime):
     expected = json.dumps(reference_record(decision, now), separators=(",", ":"), ensure_ascii=False)
     stream = io.StringIO()
-    AuditLog(stream, clock=lambda: now)(decision)
+    log = AuditLog(stream, clock=lambda: now)
+    log(decision)
+    log.flush()
     assert stream.getvalue() == expected + "\n"
 
 
@@ -183,8 +196,10 @@ def test_the_time_is_now_in_utc_to_the_millisecond():
     review = parse_admission_review(admission_review(mpijob()))
     stream = io.StringIO()
     before = datetime.now(timezone.utc)
-    AuditLog(stream)(Decision("validate", review, True, "checked", verdict=Verdict()))
+    log = AuditLog(stream)
+    log(Decision("validate", review, True, "checked", verdict=Verdict()))
     after = datetime.now(timezone.utc)
+    log.flush()
     written = json.loads(stream.getvalue())["time"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", written), written
     assert before - timedelta(milliseconds=1) < datetime.strptime(written, "%Y-%m-%dT%H:%M:%S.%f%z") <= after
@@ -195,7 +210,135 @@ def test_the_time_follows_the_clock_across_seconds(monkeypatch):
     stream = io.StringIO()
     ticks = iter([1_500_000_000.9996, 1_500_000_001.0004, 1_500_000_001.25, 1_500_000_060.5])
     monkeypatch.setattr(audit, "time", SimpleNamespace(time=lambda: next(ticks), gmtime=time.gmtime, strftime=time.strftime))
+    log = AuditLog(stream)
     for _ in range(4):
-        AuditLog(stream)(Decision("validate", review, True, "checked", verdict=Verdict()))
+        log(Decision("validate", review, True, "checked", verdict=Verdict()))
+    log.flush()
     assert [json.loads(text)["time"] for text in stream.getvalue().splitlines()] == [
         "2017-07-14T02:40:00.999Z", "2017-07-14T02:40:01.000Z", "2017-07-14T02:40:01.250Z", "2017-07-14T02:41:00.500Z"]
+
+
+# --- buffered writing ----------------------------------------------------------------------------
+
+class Recorder(io.StringIO):
+    """A stream that remembers each write, to see how lines were batched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+def decision_for(uid: str) -> Decision:
+    request = dataclasses.replace(parse_admission_review(admission_review(mpijob())), uid=uid)
+    return Decision("validate", request, True, "checked", verdict=Verdict())
+
+
+def test_lines_are_written_within_a_tenth_of_a_second_without_a_flush():
+    stream = Recorder()
+    log = AuditLog(stream)
+    for n in range(3):
+        log(decision_for(f"uid-{n}"))
+    started = time.monotonic()
+    while stream.getvalue().count("\n") < 3:
+        assert time.monotonic() - started < audit.WRITE_SECONDS + 5, "the lines were never written"
+        time.sleep(0.01)
+    assert [json.loads(text)["uid"] for text in stream.getvalue().splitlines()] == ["uid-0", "uid-1", "uid-2"]
+    assert all(text.endswith("\n") for text in stream.writes)
+    writer = [thread for thread in threading.enumerate() if thread.name == "audit-log-writer"]
+    assert len(writer) == 1 and writer[0].daemon
+
+
+def without_the_writer(log: AuditLog) -> AuditLog:
+    """The log, out of the background writer's sight: only the test and a full buffer write it."""
+    audit._logs.discard(log)
+    return log
+
+
+def test_a_full_buffer_is_written_at_once_by_the_request_that_fills_it():
+    stream = Recorder()
+    log = without_the_writer(AuditLog(stream, clock=lambda: NOW))
+    decision = decision_for("uid")
+    size = len(audit.line(decision, NOW))
+    count = audit.MAX_PENDING_CHARS // size + 1  # the line that takes the buffer past the limit
+    for _ in range(count - 1):
+        log(decision)
+    assert stream.writes == []
+    log(decision)
+    assert len(stream.writes) == 1 and stream.writes[0].count("\n") == count
+    log(decision)
+    log.flush()
+    assert len(stream.writes) == 2 and stream.writes[1] == audit.line(decision, NOW) + "\n"
+
+
+def test_lines_from_many_threads_are_whole_and_in_order_per_thread():
+    stream = Recorder()
+    log = without_the_writer(AuditLog(stream))
+    decisions = {thread: [decision_for(f"{thread}-{n}") for n in range(200)] for thread in range(8)}
+
+    def decide(thread: int) -> None:
+        for decision in decisions[thread]:
+            log(decision)
+
+    threads = [threading.Thread(target=decide, args=(thread,)) for thread in decisions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    log.flush()
+    assert all(text.endswith("\n") for text in stream.writes)
+    uids = [json.loads(text)["uid"] for text in stream.getvalue().splitlines()]
+    assert len(uids) == 8 * 200
+    for thread in decisions:
+        assert [uid for uid in uids if uid.startswith(f"{thread}-")] == [f"{thread}-{n}" for n in range(200)]
+
+
+def test_each_line_goes_to_the_stdout_of_its_time(monkeypatch):
+    first, second = io.StringIO(), io.StringIO()
+    log = AuditLog()
+    monkeypatch.setattr("sys.stdout", first)
+    log(decision_for("before"))
+    monkeypatch.setattr("sys.stdout", second)
+    log(decision_for("after"))
+    log.flush()
+    assert [json.loads(first.getvalue())["uid"], json.loads(second.getvalue())["uid"]] == ["before", "after"]
+
+
+EXIT_RIGHT_AFTER_A_DECISION = """
+from tests.webhook.test_audit import decision_for
+from webhook.audit import AuditLog
+log = AuditLog()
+for n in range(3):
+    log(decision_for(f"uid-{n}"))
+"""
+
+
+def test_lines_still_buffered_are_written_when_the_process_exits():
+    run = subprocess.run([sys.executable, "-c", EXIT_RIGHT_AFTER_A_DECISION], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert [json.loads(text)["uid"] for text in run.stdout.splitlines()] == ["uid-0", "uid-1", "uid-2"]
+
+
+FORK = """
+import os, sys
+from tests.webhook.test_audit import decision_for
+from webhook.audit import AuditLog
+log = AuditLog()
+log(decision_for("parent"))
+child = os.fork()
+if child == 0:
+    log(decision_for("child"))
+    log.flush()
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+def test_a_forked_child_leaves_the_parents_lines_to_the_parent():
+    run = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert sorted(json.loads(text)["uid"] for text in run.stdout.splitlines()) == ["child", "parent"]
