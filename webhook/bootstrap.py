@@ -9,6 +9,7 @@ from pathlib import Path
 from policies.conversion import DEFAULT_GPUS_PER_NODE, ConversionOptions
 from webhook import cluster, metrics, policy_source
 from webhook.audit import AuditLog
+from webhook.audit import flush as flush_audit_log
 from webhook.connections import DEFAULT_CLIENT_SECONDS
 from webhook.conversion_review import hub_converter
 from webhook.runtime import Runtime, default_runtime
@@ -56,6 +57,13 @@ def observe(runtime: Runtime, options: ServeOptions) -> None:
         runtime.admission.observers.append(AuditLog())
     if options.cert_file is not None:
         metrics.set_certificate_expiry(options.cert_file)
+
+
+def flush_observers(server: object = None, worker: object = None) -> None:
+    """gunicorn ``worker_exit`` hook: the metrics and audit lines a worker still holds in memory
+    are written before it leaves (the interpreter's exit writes anything later)."""
+    metrics.flush()
+    flush_audit_log()
 
 
 def configure_conversion(runtime: Runtime, options: ConversionOptions) -> None:

@@ -61,6 +61,10 @@ def value(samples: dict, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
+def audit_lines(server: TlsServer) -> list[dict]:
+    return [json.loads(line) for line in server.output().splitlines() if line.startswith('{"log":"mpijob-webhook.audit"')]
+
+
 def test_policy_updates_reach_every_worker_and_bad_edits_change_nothing(tmp_path: Path):
     volume = ConfigMapVolume(tmp_path / "config")
     volume.write(WARN)
@@ -98,9 +102,13 @@ def test_policy_updates_reach_every_worker_and_bad_edits_change_nothing(tmp_path
         status, detail = readiness(server)
         assert (status, detail.startswith(f"policy file {volume.path} is missing; ")) == (200, True)
 
+        # A scrape is exact for the worker answering it; each worker flushes its own requests
+        # to the shared files within a second, and writes its audit lines within 0.1 s.
+        wait_for(lambda: value(scrape(server), "mpijob_webhook_request_duration_seconds_count", endpoint="validate")
+                 == 8, "both workers' requests in /metrics", server)
+        wait_for(lambda: len(audit_lines(server)) == 8, "8 audit lines", server)
         samples = scrape(server)
-        audit = [json.loads(line) for line in server.output().splitlines()
-                 if line.startswith('{"log":"mpijob-webhook.audit"')]
+        audit = audit_lines(server)
         assert server.process.poll() is None  # nothing above restarted or stopped the server
 
     reloads = "mpijob_webhook_policy_reloads_total"
@@ -120,8 +128,11 @@ def test_policy_updates_reach_every_worker_and_bad_edits_change_nothing(tmp_path
     assert value(samples, "mpijob_webhook_findings_total", rule="slots-per-worker", action="deny", dry_run="false") == 6
     assert value(samples, "mpijob_webhook_serving_certificate_expiration_timestamp_seconds") > time.time()
 
-    assert [(a["decision"], a["dryRun"]) for a in audit] == [("allowed", False), ("allowed", True)] + [("denied", False)] * 6
-    assert audit[1]["rules"][0] == {"rule": "slots-per-worker", "action": "warn", "path": "spec.slotsPerWorker"}
+    # Each worker writes its own lines in batches: in order per worker, not across workers.
+    assert sorted((a["decision"], a["dryRun"]) for a in audit) == [("allowed", False), ("allowed", True)] + [
+        ("denied", False)] * 6
+    [dry_run] = [a for a in audit if a["dryRun"]]
+    assert dry_run["rules"][0] == {"rule": "slots-per-worker", "action": "warn", "path": "spec.slotsPerWorker"}
     assert not list((tmp_path / "server").glob("mpijob-webhook-metrics-*"))  # removed at shutdown
 
 

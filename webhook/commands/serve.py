@@ -10,7 +10,7 @@ from pathlib import Path
 from certs import authority
 from policies.config import PolicyError
 from webhook import create_app, metrics, policy_source
-from webhook.bootstrap import ServeOptions, build_runtime
+from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
-    server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit}
+    server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
     master = os.getpid()
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
