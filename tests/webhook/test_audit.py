@@ -22,6 +22,7 @@ from policies.config import parse_policy
 from policies.engine import MutationResult, Outcome, Verdict
 from tests.builders import admission_review, mpijob
 from tests.conftest import ROOT
+from tests.tls_server import serving
 from webhook.admission import Decision
 from webhook import audit
 from webhook.audit import AuditLog
@@ -342,3 +343,12 @@ def test_a_forked_child_leaves_the_parents_lines_to_the_parent():
     run = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 0, run.stderr
     assert sorted(json.loads(text)["uid"] for text in run.stdout.splitlines()) == ["child", "parent"]
+
+
+def test_a_stopped_server_has_written_the_line_of_its_last_request(tmp_path):
+    # Stopped right after the answer, well inside the writer's 0.1 s: the worker's exit writes it.
+    review = admission_review(mpijob(slots=9))
+    with serving(tmp_path, "--dev", "--workers", "1", "--threads", "2") as server:
+        assert server.review("/validate", review)["allowed"] is False
+    lines = [json.loads(text) for text in server.output().splitlines() if text.startswith('{"log":"mpijob-webhook.audit"')]
+    assert [(entry["uid"], entry["decision"]) for entry in lines] == [(review["request"]["uid"], "denied")]
