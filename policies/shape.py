@@ -61,15 +61,81 @@ def _checked_schema() -> Mapping[str, Any]:
 
 
 def check_shape(job: Any) -> list[Finding]:
-    if not _is_mapping(job):
-        return [_finding("", "the object must be a mapping (a JSON object)", job)]
-    findings = [] if _well_typed()(job) else list(_walk(job, _checked_schema(), ""))
+    findings = _check_types(job, _checked_schema(), _well_typed())
     if not findings and not _is_mapping(job.get("spec")):
         findings.append(
             Finding(RULE_ID, "spec", "an MPIJob needs a spec with mpiReplicaSpecs",
                     Problem.REQUIRED)
         )
     return findings
+
+
+def _check_types(job: Any, schema: Mapping[str, Any], well_typed: Check) -> list[Finding]:
+    """The type problems of ``job`` against ``schema`` (``well_typed``: its compiled checker)."""
+    if not _is_mapping(job):
+        return [_finding("", "the object must be a mapping (a JSON object)", job)]
+    return [] if well_typed(job) else list(_walk(job, schema, ""))
+
+
+# --- part of the schema --------------------------------------------------------------------
+# A check of some fields only (those the mutations touch) is the same check against the part of
+# the schema that covers them: derived from the schema, never written out a second time.
+
+FieldPath = tuple[str, ...]
+# A narrowed map of ``additionalProperties`` (labels, replica specs) checks only some of its
+# entries, each against its own narrowed schema, and names them as map entries: ``path[key]``.
+MAP_ENTRIES = "x-narrowed-map-entries"
+
+
+def narrowed(schema: Mapping[str, Any], fields: Iterable[FieldPath]) -> dict[str, Any]:
+    """The part of ``schema`` that checks the types of the value at each of ``fields`` (all of
+    it) and of every map on the way there, and nothing else: no other field, no required key
+    (what is missing is created by whoever writes it, or left to the API server).
+
+    A field names map keys from the object's root, a property or a key of an
+    ``additionalProperties`` map alike. A step the schema has no field for is refused
+    (``ValueError``): a misspelt field would otherwise check nothing, silently."""
+    tree: dict[str, Any] = {}
+    for field in fields:
+        if not field:
+            return dict(schema)  # the whole object
+        node = tree
+        for key in field[:-1]:
+            node = node.setdefault(key, {})
+            if node is _WHOLE:
+                break  # a shorter field covers this one
+        else:
+            node[field[-1]] = _WHOLE
+    return _narrowed_node(schema, tree, ())
+
+
+def fields_check(fields: Iterable[FieldPath]) -> Callable[[Any], list[Finding]]:
+    """The type check of ``fields`` alone (see ``narrowed``), compiled once: the same findings as
+    ``check_shape`` for those fields, none for the rest of the object."""
+    schema = narrowed(_checked_schema(), fields)
+    well_typed = _compile(schema).check
+    return lambda job: _check_types(job, schema, well_typed)
+
+
+_WHOLE: Any = object()  # in the tree of fields: this value is checked, all of it
+
+
+def _narrowed_node(schema: Mapping[str, Any], tree: dict[str, Any], path: FieldPath) -> dict[str, Any]:
+    if tree is _WHOLE:
+        return dict(schema)
+    if schema.get("type") != "object":
+        raise ValueError(f"no map at {'.'.join(path) or 'the root'} in the schema to narrow")
+    properties = schema.get("properties") or {}
+    additional = schema.get("additionalProperties")
+    node: dict[str, Any] = {"type": "object"}
+    for key, below in tree.items():
+        if key in properties:
+            node.setdefault("properties", {})[key] = _narrowed_node(properties[key], below, (*path, key))
+        elif isinstance(additional, Mapping):
+            node.setdefault(MAP_ENTRIES, {})[key] = _narrowed_node(additional, below, (*path, key))
+        else:
+            raise ValueError(f"the schema has no field {'.'.join((*path, key))}")
+    return node
 
 
 def _is_mapping(value: Any) -> bool:
@@ -122,9 +188,12 @@ def _walk_mapping(value: Mapping[str, Any], schema: Mapping[str, Any], path: str
     for required in schema.get("required") or ():
         if value.get(required) is None:
             yield Finding(RULE_ID, _child(path, required), "is required", Problem.REQUIRED)
+    entries = schema.get(MAP_ENTRIES) or {}
     for key, item in value.items():
         if key in properties:
             yield from _walk(item, properties[key], _child(path, key))
+        elif key in entries:
+            yield from _walk(item, entries[key], f"{path}[{key}]")
         elif isinstance(schema.get("additionalProperties"), Mapping):
             yield from _walk(item, schema["additionalProperties"], f"{path}[{key}]")
 
@@ -179,8 +248,11 @@ def _compile(schema: Mapping[str, Any]) -> _Node:
     type_name = schema.get("type")
     additional = schema.get("additionalProperties")
     other = _compile(additional) if isinstance(additional, Mapping) else None
-    if type_name == "object" and (schema.get("properties") or schema.get("required")):
-        properties = {key: _compile(item) for key, item in (schema.get("properties") or {}).items()}
+    entries = schema.get(MAP_ENTRIES) or {}
+    if type_name == "object" and (schema.get("properties") or schema.get("required") or entries):
+        # A narrowed map's entries are checked like properties: by key, one node each.
+        declared = {**(schema.get("properties") or {}), **entries}
+        properties = {key: _compile(item) for key, item in declared.items()}
         check = _object_check(properties, other, tuple(schema.get("required") or ()))
     elif type_name == "object" and other is not None:
         check = _map_check(other)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import WorkingCopy, lookup, pod_templates, set_value, templates_phrase
+from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, lookup, pod_templates, set_value, templates_phrase
 
 INJECT = "sidecar.istio.io/inject"
 # The label is Istio's current switch; OpenShift Service Mesh 2 still reads the annotation.
@@ -28,6 +28,7 @@ class IstioSidecarOff:
     id = "istio-sidecar-off"
     Params = IstioSidecarOffParams
     enabled_by_default = True
+    fields = tuple((*path, "metadata", field, INJECT) for _, path in TEMPLATE_PATHS for field in INJECT_FIELDS)
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: IstioSidecarOffParams = ctx.params(self.id)

@@ -48,6 +48,7 @@ class KueueQueueLabel:
     id = "kueue-queue-label"
     Params = KueueQueueLabelParams
     enabled_by_default = True
+    fields = (("metadata", "labels", QUEUE_LABEL),)
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: KueueQueueLabelParams = ctx.params(self.id)

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.base import Mutated, RuleContext
-from policies.mutations.edits import WorkingCopy, pod_templates, set_default, set_value, templates_phrase
+from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, pod_templates, set_default, set_value, templates_phrase
 from policies.names import is_dns1123_subdomain
 
 AUTOMOUNT = "automountServiceAccountToken"
@@ -32,6 +32,8 @@ class RestrictedServiceAccount:
     id = "restricted-service-account"
     Params = RestrictedServiceAccountParams
     enabled_by_default = True
+    fields = tuple((*path, "spec", field) for _, path in TEMPLATE_PATHS
+                   for field in (AUTOMOUNT, "serviceAccountName", "serviceAccount"))
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: RestrictedServiceAccountParams = ctx.params(self.id)

@@ -1,0 +1,43 @@
+"""The shape check before the mutations: the types of the fields they read and write, nothing else.
+
+Each mutation declares those fields (``fields``: paths of map keys from the object's root) and
+the check is derived from the declarations of the mutations that run, against the part of the
+CRD schema that covers them (``policies.shape.fields_check``). A field elsewhere of the wrong
+type (a container given as a string) is not the mutations' concern: they never read it, and
+the API server's schema validation and the validating webhook refuse it with its path. A
+mutation that declares nothing gets the whole object checked, so a forgotten declaration costs
+time, never safety.
+
+Only type problems are reported: a missing map is created by the mutation that writes into it,
+and a missing required field is left to validation.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from policies.base import Finding, Mutation
+from policies.shape import FieldPath, check_shape, fields_check
+
+
+def check_mutation_shape(job: Any, mutations: Sequence[Mutation]) -> list[Finding]:
+    """The type problems of ``job`` in the fields ``mutations`` read or write."""
+    return _shape_check(tuple(mutations))(job)
+
+
+def declared_fields(mutations: Sequence[Mutation]) -> tuple[FieldPath, ...] | None:
+    """Every field the mutations declare; None when one of them declares none."""
+    fields: list[FieldPath] = []
+    for mutation in mutations:
+        declared = getattr(mutation, "fields", None)
+        if declared is None:
+            return None
+        fields += declared
+    return tuple(fields)
+
+
+@lru_cache(maxsize=16)  # keyed on the configured mutations, never on a request
+def _shape_check(mutations: tuple[Mutation, ...]) -> Callable[[Any], list[Finding]]:
+    fields = declared_fields(mutations)
+    return check_shape if fields is None else fields_check(fields)
