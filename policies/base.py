@@ -66,7 +66,10 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-@dataclass(frozen=True)
+# The values built for every request are slotted but not frozen: a frozen dataclass sets each
+# field through object.__setattr__, which costs more than the rest of building it. Nothing
+# writes to them after they are made, and nothing hashes them.
+@dataclass(slots=True)
 class Finding:
     rule: str
     path: str  # field path as kubectl prints it: spec.mpiReplicaSpecs[Worker].replicas
@@ -76,7 +79,7 @@ class Finding:
     ceiling: Action = Action.DENY
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class UserInfo:
     username: str = ""
     uid: str = ""
@@ -84,7 +87,7 @@ class UserInfo:
     extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RuleContext:
     """Everything a rule or mutation may look at, and nothing it may change.
 
@@ -101,7 +104,7 @@ class RuleContext:
     cluster: ClusterView
     old_job: Mapping[str, Any] | None = None
     generated_name: bool = False
-    user: UserInfo = UserInfo()
+    user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
     # Values derived from the request that several rules read (the job's effective pod
     # resources): computed by the first rule that asks, once per context. Not an init field, so
@@ -130,7 +133,7 @@ class Rule(Protocol):
     def check(self, ctx: RuleContext) -> Iterable[Finding]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Mutated:
     """What one mutation did to the working copy. ``changed`` must be True exactly when it
     edited something: the engine trusts it instead of comparing copies, and computes a patch
