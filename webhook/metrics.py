@@ -208,7 +208,8 @@ def flush() -> None:
                 observed = durations[endpoint] = _Observations()
             observed.add(seconds)
             for outcome in outcomes:
-                key = (outcome.finding.rule, outcome.action.value, flag)
+                # The Action itself, not the slower .value: it is a str, labelled as its value.
+                key = (outcome.finding.rule, outcome.action, flag)
                 findings[key] = findings.get(key, 0) + 1
             for mutation_id in applied:
                 mutations[mutation_id] = mutations.get(mutation_id, 0) + 1
