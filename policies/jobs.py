@@ -48,10 +48,14 @@ def pod_spec(replica: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 def worker_replicas(job: Job) -> int:
     """Worker count as the operator sees it: an omitted ``replicas`` is 0, not 1."""
-    worker = replica_spec(job, WORKER)
-    if not worker:
+    return replica_count(replica_spec(job, WORKER))
+
+
+def replica_count(replica: Mapping[str, Any] | None) -> int:
+    """A replica spec's ``replicas``; 0 when omitted or not a number."""
+    if not replica:
         return 0
-    replicas = worker.get("replicas")
+    replicas = replica.get("replicas")
     return replicas if isinstance(replicas, int) else 0
 
 

@@ -24,6 +24,21 @@ def quantity(value: Any) -> Decimal:
         raise BadQuantity(f"{value!r} is not a quantity (e.g. 2, \"500m\", \"4Gi\")") from exc
 
 
+def quantity_or_none(value: Any) -> Decimal | None:
+    """``quantity(value)``, or None for what is not a quantity: for maps of quantities, where
+    entries that do not parse are left out. The JSON types first, as they are all that come."""
+    kind = type(value)
+    if kind is not str and kind is not int:
+        try:
+            return quantity(value)
+        except BadQuantity:
+            return None
+    try:
+        return _parsed(value)
+    except (ValueError, ArithmeticError):
+        return None
+
+
 # Every request and every cached quota, LimitRange and node repeats the same few quantities
 # ("1", "4Gi", 8): parsing each once saves most of the resource rules' time. Decimals are
 # immutable, so sharing them is safe; the bound keeps odd inputs from growing the cache.

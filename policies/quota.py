@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from policies.cluster import SnapshotMemo
-from policies.jobs import GROUP, LAUNCHER, WORKER, pod_spec, replica_spec, spec
+from policies.jobs import GROUP, LAUNCHER, WORKER, pod_spec, spec
 from policies.quantities import is_extended
 from policies.resources import (
     HUGEPAGES_PREFIX,
@@ -96,7 +97,11 @@ class PodFacts:
 
 
 def pod_facts(replica: Mapping[str, Any] | None, pod: PodResources) -> PodFacts:
-    pod_template = pod_spec(replica)
+    return template_facts(pod_spec(replica), pod)
+
+
+def template_facts(pod_template: Mapping[str, Any], pod: PodResources) -> PodFacts:
+    """``pod_facts`` of a pod template's spec (``template.spec``)."""
     deadline = pod_template.get("activeDeadlineSeconds")
     return PodFacts(
         terminating=isinstance(deadline, int) and not isinstance(deadline, bool) and deadline >= 0,
@@ -176,14 +181,21 @@ def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Res
         if resource in limits:
             charged[limited] = limits[resource]
     for resource, value in requests.items():
-        if resource in _COMPUTE:
-            continue
-        if resource.startswith(HUGEPAGES_PREFIX):
-            charged[resource] = value
-            charged[f"requests.{resource}"] = value
-        elif is_extended(resource):  # only the requests.<name> form may be quota'd
-            charged[f"requests.{resource}"] = value
+        if resource not in _COMPUTE:
+            for name in _charged_names(resource):
+                charged[name] = value
     return charged
+
+
+# The same few resource names come in every request; the answer depends on the name alone.
+@lru_cache(maxsize=1024)
+def _charged_names(resource: str) -> tuple[str, ...]:
+    """The quota resources a request of ``resource`` (other than cpu, memory, storage) charges."""
+    if resource.startswith(HUGEPAGES_PREFIX):
+        return resource, f"requests.{resource}"
+    if is_extended(resource):  # only the requests.<name> form may be quota'd
+        return (f"requests.{resource}",)
+    return ()
 
 
 def unstated(container: ContainerResources, tracked: Sequence[tuple[str, str, str]]) -> list[str]:
@@ -208,24 +220,23 @@ class PodCharge:
     """One pod of a job as every quota sees it: what it charges, and what scopes look at (only
     worked out when a quota has scopes)."""
 
-    __slots__ = ("pod", "usage", "_job", "_facts")
+    __slots__ = ("pod", "usage", "_facts")
 
-    def __init__(self, job: Mapping[str, Any], pod: PodResources) -> None:
+    def __init__(self, pod: PodResources) -> None:
         self.pod = pod
         self.usage = usage(pod.requests, pod.limits)
-        self._job = job
         self._facts: PodFacts | None = None
 
     @property
     def facts(self) -> PodFacts:
         if self._facts is None:
-            self._facts = pod_facts(replica_spec(self._job, self.pod.replica_type), self.pod)
+            self._facts = template_facts(self.pod.template, self.pod)
         return self._facts
 
 
-def pod_charges(job: Mapping[str, Any], pods: JobPods) -> tuple[PodCharge, ...]:
+def pod_charges(pods: JobPods) -> tuple[PodCharge, ...]:
     """Worked out once per job, then held against each quota of the namespace (``charge_of``)."""
-    return tuple(PodCharge(job, pod) for pod in pods)
+    return tuple(PodCharge(pod) for pod in pods)
 
 
 def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
@@ -236,8 +247,8 @@ def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
     return Charge(per_pod.get(LAUNCHER, {}), per_pod.get(WORKER, {}), workers)
 
 
-def charge(job: Mapping[str, Any], pods: JobPods, quota: Quota) -> Charge:
-    return charge_of(pod_charges(job, pods), pods.workers, quota)
+def charge(pods: JobPods, quota: Quota) -> Charge:
+    return charge_of(pod_charges(pods), pods.workers, quota)
 
 
 # --- other jobs of the namespace ----------------------------------------------------------
@@ -332,8 +343,8 @@ class NamespaceQuotas:
 def _namespace_quotas(quota_objects: Iterable[Mapping[str, Any]], limit_ranges: Iterable[Mapping[str, Any]],
                       jobs: Iterable[Mapping[str, Any]]) -> NamespaceQuotas:
     parsed = tuple(quotas(quota_objects))
-    starting = [(job_name(j), j, job_pods(j, limit_ranges)) for j in jobs if pods_not_created_yet(j)]
-    in_flight = tuple(InFlight.of({name: charge(j, pods, quota) for name, j, pods in starting}, quota)
+    starting = [(job_name(j), job_pods(j, limit_ranges)) for j in jobs if pods_not_created_yet(j)]
+    in_flight = tuple(InFlight.of({name: charge(pods, quota) for name, pods in starting}, quota)
                       for quota in parsed)
     running = tuple(job_name(j) for j in jobs if is_active(j) and not pods_not_created_yet(j))
     return NamespaceQuotas(parsed, in_flight, running)

@@ -28,9 +28,8 @@ from typing import Any
 
 from policies.base import RuleContext
 from policies.cluster import SnapshotMemo
-from policies.jobs import (REPLICA_TYPES, WORKER, containers, init_containers, replica_path, replica_specs,
-                           worker_replicas)
-from policies.quantities import BadQuantity, format_quantity, is_extended, quantity
+from policies.jobs import REPLICA_TYPES, WORKER, pod_spec, replica_count, replica_path, replica_specs
+from policies.quantities import format_quantity, is_extended, quantity_or_none
 
 Resources = dict[str, Decimal]
 # Where a value came from: "" for the container spec, else the LimitRange that defaulted it.
@@ -50,10 +49,9 @@ def parse_resources(values: Any) -> Resources:
     if not _is_mapping(values):
         return parsed
     for name, value in values.items():
-        try:
-            parsed[str(name)] = quantity(value)
-        except BadQuantity:
-            continue
+        amount = quantity_or_none(value)
+        if amount is not None:
+            parsed[str(name)] = amount
     return parsed
 
 
@@ -215,6 +213,9 @@ class PodResources:
     requests: Mapping[str, Decimal]
     limits: Mapping[str, Decimal]
     problems: tuple[ResourceProblem, ...] = ()
+    # The pod template's spec (``template.spec``) it was derived from: what else rules read of
+    # the pod (placement, quota scopes) without walking the job again.
+    template: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -228,14 +229,21 @@ class PodResources:
 
 def effective_container(path: str, container: Mapping[str, Any], defaults: ContainerDefaults,
                         *, init: bool = False) -> ContainerResources:
+    limits: Resources = {}
+    requests: Resources = {}
     resources = container.get("resources")
-    if _is_mapping(resources):
-        limits = parse_resources(resources.get("limits"))
-        requests = parse_resources(resources.get("requests"))
-        for resource, value in limits.items():  # SetDefaults_Pod: a limit alone is also the request
-            requests.setdefault(resource, value)
-    else:
-        limits, requests = {}, {}
+    if resources and _is_mapping(resources):
+        written = resources.get("limits")
+        if written:
+            limits = parse_resources(written)
+        written = resources.get("requests")
+        if written:
+            requests = parse_resources(written)
+        if not requests:  # SetDefaults_Pod: a limit alone is also the request
+            requests = dict(limits)
+        elif limits:
+            for resource, value in limits.items():
+                requests.setdefault(resource, value)
     defaulted_limits: dict[str, str] = {}
     defaulted_requests: dict[str, str] = {}
     for resource, (value, source) in defaults.limits.items():
@@ -252,8 +260,10 @@ def effective_container(path: str, container: Mapping[str, Any], defaults: Conta
 
 def container_problems(container: ContainerResources) -> list[ResourceProblem]:
     """The API server's resource validation of one (defaulted) container."""
-    problems = []
+    problems: list[ResourceProblem] = []
     limits = container.limits
+    if container.requests == limits:  # the usual container (or none stated): every request is its limit
+        return problems
     for resource, request in container.requests.items():
         limit = limits.get(resource)
         if resource in OVERCOMMITTABLE:  # none of them is non-overcommittable
@@ -306,8 +316,10 @@ def pod_totals(pod_containers: Sequence[ContainerResources], attribute: str) -> 
     for container in pod_containers:
         values = getattr(container, attribute)
         if not container.init:
-            for resource, value in values.items():  # _add, inlined: most pods have app containers only
-                total[resource] = total.get(resource, ZERO) + value
+            if total:
+                _add(total, values)
+            else:  # the first app container: most pods have only one
+                total.update(values)
             continue
         if container.sidecar:
             _add(total, values)
@@ -336,18 +348,22 @@ def pod_resources(replica_type: str, replica: Mapping[str, Any] | None,
 
 
 def _pod_resources(replica_type: str, replica: Mapping[str, Any] | None, defaults: ContainerDefaults) -> PodResources:
-    base = replica_path(replica_type)
+    template = pod_spec(replica)
+    base = f"{replica_path(replica_type)}.template.spec"
     # The API server (LimitRanger and validation) walks init containers after containers; the
     # pod totals depend only on the relative order of init containers.
-    found = [effective_container(p, c, defaults) for p, c in containers(replica, base) if _is_mapping(c)]
-    found += [effective_container(p, c, defaults, init=True)
-              for p, c in init_containers(replica, base) if _is_mapping(c)]
+    found = [effective_container(f"{base}.containers[{index}]", c, defaults)
+             for index, c in enumerate(template.get("containers") or ()) if _is_mapping(c)]
+    init = template.get("initContainers")
+    if init:
+        found += [effective_container(f"{base}.initContainers[{index}]", c, defaults, init=True)
+                  for index, c in enumerate(init) if _is_mapping(c)]
     problems: list[ResourceProblem] = []
     for container in found:
         problems += container_problems(container)
     pod_containers = tuple(found)
     return PodResources(replica_type, pod_containers, pod_totals(pod_containers, "requests"),
-                        pod_totals(pod_containers, "limits"), tuple(problems))
+                        pod_totals(pod_containers, "limits"), tuple(problems), template)
 
 
 # --- the whole job ------------------------------------------------------------------------
@@ -385,7 +401,7 @@ def _job_pods(job: Mapping[str, Any], defaults: ContainerDefaults) -> JobPods:
             continue
         pods[replica_type] = _pod_resources(replica_type, replica, defaults)
         # The operator always runs exactly one launcher; the worker count may be anything.
-        counts[replica_type] = max(worker_replicas(job), 0) if replica_type == WORKER else 1
+        counts[replica_type] = max(replica_count(replica), 0) if replica_type == WORKER else 1
     return JobPods(pods, counts)
 
 
@@ -400,7 +416,13 @@ def request_pods(ctx: RuleContext, *, limit_ranges: bool = True) -> JobPods:
     """``job_pods`` of the request's job with its namespace's LimitRanges applied (or, with
     ``limit_ranges=False``, as written), computed once per request: several rules read them.
     Without LimitRange defaults both are the same pods, derived once."""
-    defaults = request_limit_ranges(ctx).defaults if limit_ranges else NO_DEFAULTS
+    if limit_ranges:
+        return ctx.derived("pods", lambda: _defaulted_pods(ctx))
+    return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, NO_DEFAULTS))
+
+
+def _defaulted_pods(ctx: RuleContext) -> JobPods:
+    defaults = request_limit_ranges(ctx).defaults
     if not (defaults.limits or defaults.requests):
-        return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, NO_DEFAULTS))
-    return ctx.derived("pods", lambda: _job_pods(ctx.job, defaults))
+        return request_pods(ctx, limit_ranges=False)
+    return _job_pods(ctx.job, defaults)

@@ -147,7 +147,7 @@ class ResourceQuota:
         namespace = namespace_quotas(quota_objects, ctx.cluster.limit_ranges(ctx.namespace),
                                      ctx.cluster.mpijobs(ctx.namespace))
         pods = request_pods(ctx)
-        charges = pod_charges(ctx.job, pods)
+        charges = pod_charges(pods)
         yield from self._unstated(charges, namespace.quotas)
         if ctx.operation == "CREATE":
             yield from self._job_count(ctx, namespace.quotas)
