@@ -6,7 +6,10 @@ fields the CRD schema declares; they still treat every field as optional.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policies.base import RuleContext
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -78,13 +81,24 @@ def init_containers(replica: Mapping[str, Any] | None, base_path: str) -> Iterat
 
 def all_containers(job: Job, *, init: bool = True) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """(replica type, field path, container) for every container of every known replica."""
+    return iter(_all_containers(job, ("initContainers", "containers") if init else ("containers",)))
+
+
+def request_containers(ctx: RuleContext) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
+    """``all_containers`` of the request's job, walked once per request: several rules read them."""
+    return ctx.derived("containers", lambda: _all_containers(ctx.job, ("initContainers", "containers")))
+
+
+def _all_containers(job: Job, keys: tuple[str, ...]) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
     specs = replica_specs(job)
-    keys = ("initContainers", "containers") if init else ("containers",)
-    for replica_type in REPLICA_TYPES:  # containers(), inlined: rules walk this on every request
-        pod, base_path = pod_spec(specs.get(replica_type)), replica_path(replica_type)
+    found = []
+    for replica_type in REPLICA_TYPES:
+        pod, base = pod_spec(specs.get(replica_type)), f"{replica_path(replica_type)}.template.spec"
         for key in keys:
-            for index, container in enumerate(pod.get(key) or ()):
-                yield replica_type, f"{base_path}.template.spec.{key}[{index}]", container
+            listed = pod.get(key)
+            if listed:
+                found += [(replica_type, f"{base}.{key}[{index}]", c) for index, c in enumerate(listed)]
+    return tuple(found)
 
 
 def display_name(job: Job) -> str:

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import LAUNCHER, WORKER, all_containers, replica_spec, spec
+from policies.jobs import LAUNCHER, WORKER, replica_spec, request_containers, spec
 from policies.messages import plural
 from policies.quantities import BadQuantity, is_extended, is_gpu, quantity
 from policies.resources import (
@@ -66,7 +66,7 @@ class GpusPerWorker:
     needs_cluster = False
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        named = {path: c for _, path, c in all_containers(ctx.job) if _names_devices(c)}
+        named = {path: c for _, path, c in request_containers(ctx) if _names_devices(c)}
         if not named:
             return []  # most jobs: without extended resources and GPUs nothing below can apply
         findings: list[Finding] = []

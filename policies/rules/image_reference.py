@@ -15,7 +15,7 @@ from typing import Any
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
-from policies.jobs import LAUNCHER, WORKER, all_containers, containers, pod_spec, replica_path, replica_specs
+from policies.jobs import LAUNCHER, WORKER, containers, pod_spec, replica_path, replica_specs, request_containers
 
 WARNING_MAX = 256  # the API server truncates longer warnings
 
@@ -35,7 +35,7 @@ class ImageReference:
     def check(self, ctx: RuleContext) -> list[Finding]:
         params: ImageReferenceParams = ctx.params(self.id)
         findings = []
-        for _, path, container in all_containers(ctx.job):
+        for _, path, container in request_containers(ctx):
             finding = self._reference(path, container.get("image"), params)
             if finding is not None:
                 findings.append(finding)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from policies.base import Action, Finding, Problem, RuleContext
 from policies.cluster import SnapshotMemo
-from policies.jobs import LAUNCHER, pod_spec, replica_spec
+from policies.jobs import LAUNCHER
 from policies.messages import fits_warning
 from policies.quantities import format_quantity, is_extended
 from policies.resources import PodResources, parse_resources, request_pods
@@ -234,6 +234,7 @@ class NodeFit:
         params: NodeFitParams = ctx.params(self.id)
         cluster = capacity(nodes)
         missing_reported: set[str] = set()
+        placements: list[Placements] = []  # one per distinct set of placement fields of the job's pods
         for pod in request_pods(ctx):
             if pod.replica_type == LAUNCHER and not params.check_launcher:
                 continue
@@ -250,20 +251,20 @@ class NodeFit:
                         Problem.POLICY, ceiling=Action.WARN)
             if unknown:
                 continue
-            finding = self._fit(ctx, pod, requests, cluster)
+            finding = self._fit(pod, requests, cluster, _placements_for(pod.template, cluster, placements))
             if finding:
                 yield finding
 
-    def _fit(self, ctx: RuleContext, pod: PodResources, requests: Mapping[str, Decimal],
-             cluster: Capacity) -> Finding | None:
-        template = pod_spec(replica_spec(ctx.job, pod.replica_type))
-        for node, allocatable, taints in cluster.nodes:  # the usual case: answered at the first node that takes the pod
-            if _covers(allocatable, requests) and placement_problem(template, node, taints) is None:
+    def _fit(self, pod: PodResources, requests: Mapping[str, Decimal], cluster: Capacity,
+             placement: Placements) -> Finding | None:
+        # the usual case: answered at the first node that takes the pod
+        for index, (_, allocatable, _) in enumerate(cluster.nodes):
+            if _covers(allocatable, requests) and placement.problem(index) is None:
                 return None
         ruled_out: dict[str, list[NodeFacts]] = {}
         candidates = []
-        for facts in cluster.nodes:
-            problem = placement_problem(template, facts.node, facts.taints)
+        for index, facts in enumerate(cluster.nodes):
+            problem = placement.problem(index)
             if problem:
                 ruled_out.setdefault(problem, []).append(facts)
             else:
@@ -298,6 +299,44 @@ class NodeFit:
 
 
 _FIX_PLACEMENT = "fix its nodeSelector, affinity or tolerations"
+_UNKNOWN = object()
+
+
+class Placements:
+    """``placement_problem`` of one pod template on each node, worked out when first asked:
+    the launcher and the workers usually share their placement fields, and a pod that fits no
+    node is looked at twice (for the first node that takes it, then for the message)."""
+
+    __slots__ = ("fields", "_template", "_nodes", "_problems")
+
+    def __init__(self, template: Mapping[str, Any], fields: tuple[Any, ...], nodes: Sequence[NodeFacts]) -> None:
+        self.fields = fields
+        self._template = template
+        self._nodes = nodes
+        self._problems: list[Any] = [_UNKNOWN] * len(nodes)
+
+    def problem(self, index: int) -> str | None:
+        problem = self._problems[index]
+        if problem is _UNKNOWN:
+            facts = self._nodes[index]
+            problem = self._problems[index] = placement_problem(self._template, facts.node, facts.taints)
+        return problem  # type: ignore[no-any-return]
+
+
+def _placement_fields(template: Mapping[str, Any]) -> tuple[Any, ...]:
+    """All that ``placement_problem`` reads of a pod."""
+    return template.get("nodeSelector"), template.get("affinity"), template.get("tolerations")
+
+
+def _placements_for(template: Mapping[str, Any], cluster: Capacity, known: list[Placements]) -> Placements:
+    """The ``Placements`` of a pod template with the same placement fields as ``template``, or a new one."""
+    fields = _placement_fields(template)
+    for placements in known:
+        if placements.fields == fields:
+            return placements
+    placements = Placements(template, fields, cluster.nodes)
+    known.append(placements)
+    return placements
 
 
 def _reason(groups: Mapping[str, Sequence[NodeFacts]], total: int) -> str:

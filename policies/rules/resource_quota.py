@@ -29,6 +29,7 @@ from policies.quantities import format_quantity
 from policies.quota import (
     MPIJOB_COUNT,
     Charge,
+    InFlight,
     NamespaceQuotas,
     PodCharge,
     Quota,
@@ -121,6 +122,17 @@ class _Fit:
         self.ever = _smaller(self.ever, _count(room_ever - fixed, per_worker, offset))
 
 
+def _worker_bounds(demands: Sequence[tuple[Demand, InFlight]]) -> _Fit:
+    """Bounds of every (quota, resource) the job charges: only worked out when something is short."""
+    fit = _Fit()
+    for demand, in_flight in demands:
+        for resource, hard, room_now in in_flight.rooms:
+            fixed, per_worker = demand.fixed.get(resource, ZERO), demand.per_worker.get(resource, ZERO)
+            if fixed + demand.workers * per_worker > ZERO or per_worker:
+                fit.bound(fixed, per_worker, room_now, hard, demand.offset)
+    return fit
+
+
 def _count(room: Decimal, per_worker: Decimal, offset: int) -> int:
     if room < 0:
         return -1
@@ -154,26 +166,21 @@ class ResourceQuota:
         if ctx.operation == "UPDATE" and is_suspended(ctx.job):
             return  # being (or staying) suspended: nothing is charged until it resumes, checked then
         running_workers = _running_workers(ctx)
-        shortfalls, bounds = [], []
+        shortfalls, demands = [], []
         for quota, in_flight in zip(namespace.quotas, namespace.in_flight):
             demand = _demand(charge_of(charges, pods.workers, quota), running_workers)
             if demand is None:
                 continue
             in_flight = in_flight.without(ctx.name, quota)
-            for resource, hard, room_now in in_flight.rooms:
-                fixed, per_worker = demand.fixed.get(resource, ZERO), demand.per_worker.get(resource, ZERO)
-                requested = fixed + demand.workers * per_worker
-                if requested <= ZERO and not per_worker:
-                    continue
-                bounds.append((fixed, per_worker, room_now, hard, demand.offset))
-                if requested > room_now:
+            demands.append((demand, in_flight))
+            for resource, _, room_now in in_flight.rooms:
+                per_worker = demand.per_worker.get(resource, ZERO)
+                requested = demand.fixed.get(resource, ZERO) + demand.workers * per_worker
+                if requested > room_now and (requested > ZERO or per_worker):
                     shortfalls.append(Shortfall(quota, resource, demand, in_flight.totals[resource],
                                                 in_flight.names[resource], pods.defaulted_by(_pod_resource(resource))))
         if shortfalls:
-            fit = _Fit()
-            for bound in bounds:
-                fit.bound(*bound)
-            yield self._shortfall_finding(ctx, shortfalls, fit, namespace)
+            yield self._shortfall_finding(ctx, shortfalls, _worker_bounds(demands), namespace)
 
     # --- "must specify requests.cpu" --------------------------------------------------------
     def _unstated(self, charges: Sequence[PodCharge], namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:

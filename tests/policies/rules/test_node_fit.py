@@ -174,3 +174,20 @@ def test_a_resource_advertised_later_is_seen_on_the_next_check():
                          ids=["none", "gpu", "all", "k-no-execute"])
 def test_placement_with_the_taints_worked_out_before_is_the_same(pod, node_obj):
     assert placement_problem(pod, node_obj, blocking_taints(node_obj)) == placement_problem(pod, node_obj)
+
+
+def test_pods_with_the_same_placement_fields_share_it_and_others_do_not():
+    # Both pods are ruled out by the same selector: each gets its own finding, with its own path.
+    job = gpu_worker_job({"cpu": 2}, selector={"zone": "nowhere"})
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["nodeSelector"] = {"zone": "nowhere"}
+    launcher, worker = check(job)
+    assert launcher.path == "spec.mpiReplicaSpecs[Launcher].template.spec" and worker.path == WORKER_SPEC
+    assert launcher.message == ("no node can ever run a Launcher pod: no label zone=nowhere on 3 of 3 nodes; "
+                                "fix its nodeSelector, affinity or tolerations")
+    assert worker.message == launcher.message.replace("Launcher", "Worker")
+    # Equal selectors but different tolerations: the launcher may not go where the worker may.
+    job = gpu_worker_job({"cpu": 30}, selector={"gpu": "a100"})
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["nodeSelector"] = {"gpu": "a100"}
+    (launcher,) = check(job)
+    assert launcher.message == ("no node can ever run a Launcher pod: taint nvidia.com/gpu=present:NoSchedule not "
+                                "tolerated on 2 of 3 nodes; fix its nodeSelector, affinity or tolerations")
