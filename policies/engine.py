@@ -6,9 +6,9 @@ exception inside a rule into an error (never a silent allow: Kyverno CVE-2025-46
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jsonpatch
 
@@ -17,41 +17,49 @@ from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
 from policies.mutations.edits import WorkingCopy
 from policies.shape import check_shape
 
+if TYPE_CHECKING:
+    from policies.settings import Settings
+
 log = logging.getLogger(__name__)
 
 CLUSTER_STATE_RULE = "cluster-state"
+# Reading a member off an Enum class costs ~0.1 µs (Python 3.11), more than what it is used for.
+_DENY, _WARN = Action.DENY, Action.WARN
 
 
-@dataclass(frozen=True)
+# Slotted, not frozen, like the values in policies.base: built for every request, never
+# written after.
+@dataclass(slots=True)
 class Outcome:
     finding: Finding
     action: Action
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Verdict:
     outcomes: tuple[Outcome, ...] = ()
     skipped: tuple[str, ...] = ()  # cluster-aware rules not run because the caches were unusable
     error: str | None = None  # a rule failed: the request must be refused, never allowed unchecked
+    # The findings by action, sorted out once: the response, the metrics and the audit line
+    # all read them. Derived from ``outcomes`` (dataclasses.replace derives them again).
+    denials: tuple[Finding, ...] = field(init=False, repr=False, compare=False)
+    warnings: tuple[Finding, ...] = field(init=False, repr=False, compare=False)
+    audits: tuple[Finding, ...] = field(init=False, repr=False, compare=False)
+    allowed: bool = field(init=False, repr=False, compare=False)
 
-    def _with(self, action: Action) -> tuple[Finding, ...]:
-        return tuple(o.finding for o in self.outcomes if o.action is action)
-
-    @property
-    def denials(self) -> tuple[Finding, ...]:
-        return self._with(Action.DENY)
-
-    @property
-    def warnings(self) -> tuple[Finding, ...]:
-        return self._with(Action.WARN)
-
-    @property
-    def audits(self) -> tuple[Finding, ...]:
-        return self._with(Action.AUDIT)
-
-    @property
-    def allowed(self) -> bool:
-        return self.error is None and not self.denials
+    def __post_init__(self) -> None:
+        denials: list[Finding] = []
+        warnings: list[Finding] = []
+        audits: list[Finding] = []
+        for outcome in self.outcomes:
+            if outcome.action is _DENY:
+                denials.append(outcome.finding)
+            elif outcome.action is _WARN:
+                warnings.append(outcome.finding)
+            else:
+                audits.append(outcome.finding)
+        self.denials, self.warnings, self.audits = tuple(denials), tuple(warnings), tuple(audits)
+        self.allowed = self.error is None and not denials
 
     @property
     def is_policy_denial(self) -> bool:
@@ -67,7 +75,7 @@ class Verdict:
         return {action: tuple(ids) for action, ids in fired.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MutationResult:
     job: dict[str, Any]  # shares every subtree no mutation changed with the request: read only
     applied: tuple[str, ...] = ()  # ids of the mutations that changed something
@@ -97,23 +105,61 @@ def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None) -> Verdict:
     shape = check_shape(ctx.job)
     if shape:  # the other rules would be reading garbage: the shape problems are the answer
         return Verdict(tuple(Outcome(f, Action.DENY) for f in shape))
+    rules = default_rules() if rules is None else rules
+    run, skipped = _per_settings(_rules_to_run, ctx.settings, rules, bool(ctx.cluster.available))
     outcomes: list[Outcome] = []
-    skipped: list[str] = []
-    for rule in default_rules() if rules is None else rules:
-        if rule.needs_cluster and not ctx.cluster.available:
-            skipped.append(rule.id)
-            continue
-        action = ctx.settings.action(rule.id)
+    for rule, action in run:
         try:
             findings = list(rule.check(ctx))
         except Exception as exc:  # noqa: BLE001 - any failure must refuse, not allow
             log.exception("rule %s failed", rule.id)
-            return Verdict(tuple(outcomes), tuple(skipped), f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+            return Verdict(tuple(outcomes), _skipped_before(rule, rules, skipped),
+                           f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
         for finding in findings:  # usually none: no generator built for nothing
             outcomes.append(Outcome(finding, action.capped_by(finding.ceiling)))
     if skipped:
         outcomes.append(Outcome(_skipped_finding(ctx, skipped), ctx.settings.cluster_unavailable))
-    return Verdict(tuple(outcomes), tuple(skipped))
+    return Verdict(tuple(outcomes), skipped)
+
+
+RulePlan = tuple[tuple[tuple[Rule, Action], ...], tuple[str, ...]]
+
+
+def _rules_to_run(settings: Settings, rules: Sequence[Rule], cluster_available: bool) -> RulePlan:
+    """Each rule that runs, with the action the settings give it, and the ids of the
+    cluster-aware rules skipped because cluster state is unavailable."""
+    run = tuple((rule, settings.action(rule.id)) for rule in rules if cluster_available or not rule.needs_cluster)
+    skipped = () if cluster_available else tuple(rule.id for rule in rules if rule.needs_cluster)
+    return run, skipped
+
+
+def _skipped_before(failed: Rule, rules: Sequence[Rule], skipped: tuple[str, ...]) -> tuple[str, ...]:
+    """The skipped rules that come before ``failed``: the evaluation stopped there."""
+    before = rules[:next(i for i, rule in enumerate(rules) if rule is failed)]
+    return tuple(rule.id for rule in before if rule.id in skipped)
+
+
+_Items = TypeVar("_Items", bound=Sequence[Any])
+_Derived = TypeVar("_Derived")
+_PER_SETTINGS_KEPT = 64
+_per_settings_memo: dict[tuple[Any, ...], tuple[Any, Settings, Sequence[Any]]] = {}
+
+
+def _per_settings(derive: Callable[..., _Derived], settings: Settings, items: _Items, *extra: Hashable) -> _Derived:
+    """``derive(settings, items, *extra)``, worked out once while it is remembered: the policy
+    hands out one Settings object per namespace (``Policy.settings_for``) and the rules are the
+    registry's tuple, so the same few combinations come back request after request. Keyed on
+    identity, never on the request; an entry holds the objects whose ids it is keyed on, so no
+    other object can take their ids while it is kept. Lists are not remembered (they can change)."""
+    if type(items) is not tuple:
+        return derive(settings, items, *extra)
+    key = (derive, id(settings), id(items), extra)
+    entry = _per_settings_memo.get(key)
+    if entry is None:
+        if len(_per_settings_memo) >= _PER_SETTINGS_KEPT:  # a few per policy; old policies go
+            _per_settings_memo.clear()
+        entry = _per_settings_memo[key] = (derive(settings, items, *extra), settings, items)
+    return entry[0]  # type: ignore[no-any-return]
 
 
 def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -> Verdict:
@@ -160,9 +206,8 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
     job = WorkingCopy(ctx.job)
     applied: list[str] = []
     warnings: list[str] = []
-    for mutation in default_mutations() if mutations is None else mutations:
-        if not ctx.settings.enabled(mutation.id):
-            continue
+    mutations = default_mutations() if mutations is None else mutations
+    for mutation in _per_settings(_enabled_mutations, ctx.settings, mutations):
         try:
             outcome = mutation.apply(job, ctx)
         except Exception as exc:  # noqa: BLE001 - a failed mutation must refuse, not pass half-done
@@ -174,6 +219,10 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
         if outcome.changed:
             applied.append(mutation.id)
     return MutationResult(dict(job), tuple(applied), tuple(warnings))
+
+
+def _enabled_mutations(settings: Settings, mutations: Sequence[Mutation]) -> tuple[Mutation, ...]:
+    return tuple(mutation for mutation in mutations if settings.enabled(mutation.id))
 
 
 def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict[str, Any]]:
