@@ -23,9 +23,11 @@ from webhook.review import AdmissionRequest
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
-    """What one admission call decided, for the audit log and metrics."""
+    """What one admission call decided, for the audit log and metrics. Made once per request
+    (slotted, not frozen: cheaper to build) and complete, ``seconds`` included, before any
+    observer sees it; observers only read it."""
 
     endpoint: str  # validate | mutate
     request: AdmissionRequest
@@ -53,10 +55,7 @@ class Admission:
 
     # --- validating -------------------------------------------------------------------------
     def validate(self, req: AdmissionRequest) -> dict[str, Any]:
-        started = time.perf_counter()
-        response, decision = self._guarded("validate", req, self._validate)
-        self._notify(decision, started)
-        return response
+        return self._decide("validate", req, self._validate)
 
     def _validate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
         passed = self._pass_through(req, "validate")
@@ -77,10 +76,7 @@ class Admission:
 
     # --- mutating ---------------------------------------------------------------------------
     def mutate(self, req: AdmissionRequest) -> dict[str, Any]:
-        started = time.perf_counter()
-        response, decision = self._guarded("mutate", req, self._mutate)
-        self._notify(decision, started)
-        return response
+        return self._decide("mutate", req, self._mutate)
 
     def _mutate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
         passed = self._pass_through(req, "mutate")
@@ -112,19 +108,27 @@ class Admission:
         return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))
 
     # --- shared -----------------------------------------------------------------------------
-    @staticmethod
-    def _guarded(endpoint: str, req: AdmissionRequest,
-                 decide: Callable[[AdmissionRequest], tuple[dict[str, Any], Decision]]) -> tuple[dict[str, Any], Decision]:
-        """Whatever fails while deciding (policy lookup, cluster view, conversion, patch) refuses
-        the request: an error never turns into a silent allow."""
+    def _decide(self, endpoint: str, req: AdmissionRequest,
+                decide: Callable[[AdmissionRequest], tuple[dict[str, Any], Decision]]) -> dict[str, Any]:
+        """The response to ``req``; its decision, timed, goes to the observers. Whatever fails
+        while deciding (policy lookup, cluster view, conversion, patch) refuses the request: an
+        error never turns into a silent allow. An observer failing changes nothing."""
+        started = time.perf_counter()
         try:
-            return decide(req)
+            response, decision = decide(req)
         except Exception as exc:  # noqa: BLE001 - refuse, never allow unchecked
             log.exception("%s of request %s failed", endpoint, req.uid)
             error = f"{type(exc).__name__}: {exc}"[:300]
             message = responses.unchecked_message(error, mutating=endpoint == "mutate")
-            return responses.failed(req.api_version, req.uid, message), \
-                Decision(endpoint, req, False, "error")
+            response = responses.failed(req.api_version, req.uid, message)
+            decision = Decision(endpoint, req, False, "error")
+        decision.seconds = time.perf_counter() - started
+        for observer in self.observers:
+            try:
+                observer(decision)
+            except Exception:  # noqa: BLE001 - an audit sink failing must not change the verdict
+                log.exception("decision observer failed")
+        return response
 
     def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
         if not req.is_mpijob:
@@ -190,12 +194,3 @@ class Admission:
             settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
             generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
         )
-
-    def _notify(self, decision: Decision, started: float) -> None:
-        # Not dataclasses.replace, which inspects the class on every call.
-        decision = Decision(**{**decision.__dict__, "seconds": time.perf_counter() - started})
-        for observer in self.observers:
-            try:
-                observer(decision)
-            except Exception:  # noqa: BLE001 - an audit sink failing must not change the verdict
-                log.exception("decision observer failed")
