@@ -236,7 +236,7 @@ class PodCharge:
 
 def pod_charges(pods: JobPods) -> tuple[PodCharge, ...]:
     """Worked out once per job, then held against each quota of the namespace (``charge_of``)."""
-    return tuple(PodCharge(pod) for pod in pods)
+    return tuple([PodCharge(pod) for pod in pods.pods.values()])
 
 
 def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
@@ -335,6 +335,16 @@ class NamespaceQuotas:
     quotas: tuple[Quota, ...]
     in_flight: tuple[InFlight, ...]  # one per quota
     running: tuple[str, ...]
+    # Picked out once, as a namespace's quotas are read by many requests:
+    # the quotas that make containers state cpu or memory (``Quota.must_specify``)
+    must_specify: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
+    # the quotas without scopes that count MPIJobs
+    job_counts: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "must_specify", tuple(q for q in self.quotas if q.must_specify))
+        object.__setattr__(self, "job_counts", tuple(q for q in self.quotas
+                                                     if not q.scoped and MPIJOB_COUNT in q.hard))
 
     def running_besides(self, name: str) -> int:
         return sum(1 for n in self.running if n != name)

@@ -362,6 +362,9 @@ def _pod_resources(replica_type: str, replica: Mapping[str, Any] | None, default
     for container in found:
         problems += container_problems(container)
     pod_containers = tuple(found)
+    if len(found) == 1 and not init:  # one app container, the usual pod: its values are the pod's
+        return PodResources(replica_type, pod_containers, found[0].requests, found[0].limits, tuple(problems),
+                            template)
     return PodResources(replica_type, pod_containers, pod_totals(pod_containers, "requests"),
                         pod_totals(pod_containers, "limits"), tuple(problems), template)
 

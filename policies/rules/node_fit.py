@@ -174,11 +174,16 @@ class Capacity:
 
     nodes: tuple[NodeFacts, ...]
     advertised: frozenset[str]
+    # Where a pod without nodeSelector, affinity and tolerations may go (only taints rule nodes
+    # out), worked out for every node: the pods of most jobs
+    unrestricted: Placements
 
 
 def _capacity(nodes: Sequence[Node]) -> Capacity:
     facts = tuple(NodeFacts(node, _allocatable(node), blocking_taints(node)) for node in nodes)
-    return Capacity(facts, frozenset(r for f in facts for r, v in f.allocatable.items() if v > 0))
+    unrestricted = Placements({}, _NO_PLACEMENT_FIELDS, facts)
+    unrestricted.groups()  # worked out now: shared by every request until a node changes
+    return Capacity(facts, frozenset(r for f in facts for r, v in f.allocatable.items() if v > 0), unrestricted)
 
 
 # Keyed on the ClusterView's snapshot of the nodes: parsed again only when a node changed.
@@ -258,17 +263,15 @@ class NodeFit:
     def _fit(self, pod: PodResources, requests: Mapping[str, Decimal], cluster: Capacity,
              placement: Placements) -> Finding | None:
         # the usual case: answered at the first node that takes the pod
-        for index, (_, allocatable, _) in enumerate(cluster.nodes):
-            if _covers(allocatable, requests) and placement.problem(index) is None:
-                return None
-        ruled_out: dict[str, list[NodeFacts]] = {}
-        candidates = []
-        for index, facts in enumerate(cluster.nodes):
-            problem = placement.problem(index)
-            if problem:
-                ruled_out.setdefault(problem, []).append(facts)
-            else:
-                candidates.append(facts)
+        if placement.complete:
+            for facts in placement.groups()[1]:
+                if _covers(facts.allocatable, requests):
+                    return None
+        else:
+            for index, (_, allocatable, _) in enumerate(cluster.nodes):
+                if _covers(allocatable, requests) and placement.problem(index) is None:
+                    return None
+        ruled_out, candidates = placement.groups()
         path = f"{pod.path}.template.spec"
         role = f"a {pod.replica_type} pod"
         if not candidates:
@@ -307,20 +310,43 @@ class Placements:
     the launcher and the workers usually share their placement fields, and a pod that fits no
     node is looked at twice (for the first node that takes it, then for the message)."""
 
-    __slots__ = ("fields", "_template", "_nodes", "_problems")
+    __slots__ = ("fields", "_template", "_nodes", "_problems", "_unknown", "_groups")
 
     def __init__(self, template: Mapping[str, Any], fields: tuple[Any, ...], nodes: Sequence[NodeFacts]) -> None:
         self.fields = fields
         self._template = template
         self._nodes = nodes
         self._problems: list[Any] = [_UNKNOWN] * len(nodes)
+        self._unknown = len(nodes)
+        self._groups: tuple[dict[str, list[NodeFacts]], list[NodeFacts]] | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every node's problem is known."""
+        return not self._unknown
 
     def problem(self, index: int) -> str | None:
         problem = self._problems[index]
         if problem is _UNKNOWN:
             facts = self._nodes[index]
             problem = self._problems[index] = placement_problem(self._template, facts.node, facts.taints)
+            self._unknown -= 1
         return problem  # type: ignore[no-any-return]
+
+    def groups(self) -> tuple[dict[str, list[NodeFacts]], list[NodeFacts]]:
+        """(problem → the nodes it rules out, the nodes that may take the pod), in node order.
+        Read only: shared by the pods these placements are for."""
+        if self._groups is None:
+            ruled_out: dict[str, list[NodeFacts]] = {}
+            candidates = []
+            for index, facts in enumerate(self._nodes):
+                problem = self.problem(index)
+                if problem:
+                    ruled_out.setdefault(problem, []).append(facts)
+                else:
+                    candidates.append(facts)
+            self._groups = ruled_out, candidates
+        return self._groups
 
 
 def _placement_fields(template: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -328,9 +354,14 @@ def _placement_fields(template: Mapping[str, Any]) -> tuple[Any, ...]:
     return template.get("nodeSelector"), template.get("affinity"), template.get("tolerations")
 
 
+_NO_PLACEMENT_FIELDS = (None, None, None)
+
+
 def _placements_for(template: Mapping[str, Any], cluster: Capacity, known: list[Placements]) -> Placements:
     """The ``Placements`` of a pod template with the same placement fields as ``template``, or a new one."""
     fields = _placement_fields(template)
+    if not any(fields):  # placement_problem reads empty fields as absent ones
+        return cluster.unrestricted
     for placements in known:
         if placements.fields == fields:
             return placements

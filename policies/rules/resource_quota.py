@@ -160,9 +160,10 @@ class ResourceQuota:
                                      ctx.cluster.mpijobs(ctx.namespace))
         pods = request_pods(ctx)
         charges = pod_charges(pods)
-        yield from self._unstated(charges, namespace.quotas)
-        if ctx.operation == "CREATE":
-            yield from self._job_count(ctx, namespace.quotas)
+        if namespace.must_specify:
+            yield from self._unstated(charges, namespace.must_specify)
+        if ctx.operation == "CREATE" and namespace.job_counts:
+            yield from self._job_count(ctx, namespace.job_counts)
         if ctx.operation == "UPDATE" and is_suspended(ctx.job):
             return  # being (or staying) suspended: nothing is charged until it resumes, checked then
         running_workers = _running_workers(ctx)
@@ -184,9 +185,8 @@ class ResourceQuota:
 
     # --- "must specify requests.cpu" --------------------------------------------------------
     def _unstated(self, charges: Sequence[PodCharge], namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
+        """``namespace_quotas``: those with ``must_specify``."""
         for quota in namespace_quotas:
-            if not quota.must_specify:
-                continue
             for pod in charges:
                 if quota.scoped and not quota_matches_pod(quota, pod.facts):
                     continue
@@ -197,9 +197,8 @@ class ResourceQuota:
 
     # --- count/mpijobs.kubeflow.org --------------------------------------------------------
     def _job_count(self, ctx: RuleContext, namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
+        """``namespace_quotas``: those without scopes that count MPIJobs (``NamespaceQuotas.job_counts``)."""
         for quota in namespace_quotas:
-            if quota.scoped or MPIJOB_COUNT not in quota.hard:
-                continue
             hard, used = quota.hard[MPIJOB_COUNT], quota.used.get(MPIJOB_COUNT, ZERO)
             if used + 1 > hard:
                 yield Finding(
