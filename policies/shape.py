@@ -281,6 +281,11 @@ def _is_int_or_string(value: Any) -> bool:
 
 
 def _object_check(properties: dict[str, _Node], other: _Node | None, required: tuple[str, ...]) -> Check:
+    # Two lookups by key, not one of a pair to unpack: most values pass on their exact type.
+    exact_of = {key: node.exact for key, node in properties.items()}
+    check_of = {key: node.check for key, node in properties.items()}
+    other_exact, other_check = other if other is not None else (None, None)
+
     def check(value: Any) -> bool:
         if type(value) is not dict:
             if value is None:
@@ -291,11 +296,10 @@ def _object_check(properties: dict[str, _Node], other: _Node | None, required: t
             if value.get(key) is None:
                 return False
         for key, item in value.items():
-            node = properties.get(key, other)
-            if node is None:
-                continue  # undeclared: the API server prunes it
-            exact, accepts = node
-            if type(item) not in exact and not accepts(item):
+            exact = exact_of.get(key, other_exact)
+            if exact is None or type(item) in exact:
+                continue  # undeclared (the API server prunes it), or of an exact type it accepts
+            if not check_of.get(key, other_check)(item):
                 return False
         return True
 
