@@ -253,7 +253,11 @@ def _compile(schema: Mapping[str, Any]) -> _Node:
         # A narrowed map's entries are checked like properties: by key, one node each.
         declared = {**(schema.get("properties") or {}), **entries}
         properties = {key: _compile(item) for key, item in declared.items()}
-        check = _object_check(properties, other, tuple(schema.get("required") or ()))
+        required = tuple(schema.get("required") or ())
+        if other is None and not required and len(properties) <= _FEW_KEYS:
+            check = _few_keys_check(properties)
+        else:
+            check = _object_check(properties, other, required)
     elif type_name == "object" and other is not None:
         check = _map_check(other)
     elif type_name == "array" and "items" in schema:
@@ -300,6 +304,29 @@ def _object_check(properties: dict[str, _Node], other: _Node | None, required: t
             if exact is None or type(item) in exact:
                 continue  # undeclared (the API server prunes it), or of an exact type it accepts
             if not check_of.get(key, other_check)(item):
+                return False
+        return True
+
+    return check
+
+
+# An object with this many declared keys or fewer (a narrowed schema's, mostly) is checked by
+# looking each of them up, not by going through all of its entries.
+_FEW_KEYS = 4
+
+
+def _few_keys_check(properties: dict[str, _Node]) -> Check:
+    declared = tuple((key, node.exact, node.check) for key, node in properties.items())
+
+    def check(value: Any) -> bool:
+        if type(value) is not dict:
+            if value is None:
+                return True
+            if not isinstance(value, Mapping):
+                return False
+        for key, exact, accepts in declared:
+            item = value.get(key)  # a missing key is null, and null passes
+            if type(item) not in exact and not accepts(item):
                 return False
         return True
 
