@@ -429,3 +429,19 @@ def _defaulted_pods(ctx: RuleContext) -> JobPods:
     if not (defaults.limits or defaults.requests):
         return request_pods(ctx, limit_ranges=False)
     return _job_pods(ctx.job, defaults)
+
+
+def request_pod_as_written(ctx: RuleContext, replica_type: str) -> PodResources | None:
+    """``request_pods(ctx, limit_ranges=False).pods.get(replica_type)``. Where the pods with
+    LimitRange defaults differ (and are derived anyway), only this pod is derived as written:
+    a rule about GPUs need not derive a launcher without any as well."""
+    if ctx.cluster.available:
+        defaults = request_limit_ranges(ctx).defaults
+        if not (defaults.limits or defaults.requests):
+            return request_pods(ctx, limit_ranges=False).pods.get(replica_type)
+    return ctx.derived(("pod-as-written", replica_type), lambda: _written_pod(ctx.job, replica_type))
+
+
+def _written_pod(job: Mapping[str, Any], replica_type: str) -> PodResources | None:
+    replica = replica_specs(job).get(replica_type)
+    return _pod_resources(replica_type, replica, NO_DEFAULTS) if _is_mapping(replica) else None

@@ -29,7 +29,7 @@ from policies.resources import (
     ResourceProblem,
     pod_totals,
     request_limit_ranges,
-    request_pods,
+    request_pod_as_written,
 )
 
 
@@ -66,7 +66,12 @@ class GpusPerWorker:
     needs_cluster = False
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        named = {path: c for _, path, c in request_containers(ctx) if _names_devices(c)}
+        named: dict[str, Mapping[str, Any]] = {}
+        with_devices: set[str] = set()  # replica types; the pods of the others have nothing here to check
+        for replica_type, path, container in request_containers(ctx):
+            if _names_devices(container):
+                named[path] = container
+                with_devices.add(replica_type)
         if not named:
             return []  # most jobs: without extended resources and GPUs nothing below can apply
         findings: list[Finding] = []
@@ -76,9 +81,10 @@ class GpusPerWorker:
                 not_whole.add((path, resource))
                 findings.append(finding)
         rank_pods = (WORKER, LAUNCHER) if spec(ctx.job).get("runLauncherAsWorker") else (WORKER,)
-        as_written = request_pods(ctx, limit_ranges=False)  # the spec alone: LimitRanges are not ours
         for replica_type in (LAUNCHER, WORKER):
-            pod = as_written.pods.get(replica_type)
+            if replica_type not in with_devices:
+                continue
+            pod = request_pod_as_written(ctx, replica_type)  # the spec alone: LimitRanges are not ours
             if pod is None:
                 continue
             for problem in pod.problems:

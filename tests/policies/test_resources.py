@@ -15,6 +15,7 @@ from policies.resources import (
     namespace_limits,
     pod_resources,
     pod_totals,
+    request_pod_as_written,
     request_pods,
 )
 from tests.builders import context, mpijob
@@ -312,15 +313,26 @@ def test_request_pods_with_and_without_limit_ranges_match_job_pods(app, ranges):
             assert (mine.requests, mine.limits, mine.containers) == (pod.requests, pod.limits, pod.containers)
             assert [(p.container.path, p.resource, p.message, p.defaulted_by) for p in mine.problems] == \
                 [(p.container.path, p.resource, p.message, p.defaulted_by) for p in pod.problems]
+    for replica_type, pod in job_pods(job, ()).pods.items():  # one pod as written, alone
+        mine = request_pod_as_written(ctx, replica_type)
+        assert (mine.requests, mine.limits, mine.containers) == (pod.requests, pod.limits, pod.containers)
+        assert [(p.container.path, p.message) for p in mine.problems] == \
+            [(p.container.path, p.message) for p in pod.problems]
 
 
 def test_without_limit_range_defaults_the_pods_are_derived_once():
     ranges = (limit_range("bounds", container_limits(min={"cpu": "100m"}, default_request={"cpu": "100m"})),)
     ctx = context(mpijob(), cluster=StaticClusterView(ranges={"team-a": ()}))
     assert request_pods(ctx) is request_pods(ctx, limit_ranges=False)
+    assert request_pod_as_written(ctx, "Worker") is request_pods(ctx).pods["Worker"]
     ctx = context(mpijob(), cluster=StaticClusterView(ranges={"team-a": ranges}))
     assert request_pods(ctx) is not request_pods(ctx, limit_ranges=False)
     assert request_pods(ctx) is request_pods(ctx)  # once per request
+    worker = request_pod_as_written(ctx, "Worker")
+    assert worker is request_pod_as_written(ctx, "Worker")
+    assert worker is not request_pods(ctx).pods["Worker"]
+    assert worker.containers == job_pods(ctx.job, ()).pods["Worker"].containers
+    assert request_pod_as_written(ctx, "Master") is None
 
 
 # --- LimitRanges, once per change ------------------------------------------------------------
