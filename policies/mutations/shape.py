@@ -14,7 +14,6 @@ and a missing required field is left to validation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Any
 
 from policies.base import Finding, Mutation
@@ -23,7 +22,7 @@ from policies.shape import FieldPath, check_shape, fields_check
 
 def check_mutation_shape(job: Any, mutations: Sequence[Mutation]) -> list[Finding]:
     """The type problems of ``job`` in the fields ``mutations`` read or write."""
-    return _shape_check(tuple(mutations))(job)
+    return _shape_check(mutations)(job)
 
 
 def declared_fields(mutations: Sequence[Mutation]) -> tuple[FieldPath, ...] | None:
@@ -37,7 +36,18 @@ def declared_fields(mutations: Sequence[Mutation]) -> tuple[FieldPath, ...] | No
     return tuple(fields)
 
 
-@lru_cache(maxsize=16)  # keyed on the configured mutations, never on a request
-def _shape_check(mutations: tuple[Mutation, ...]) -> Callable[[Any], list[Finding]]:
-    fields = declared_fields(mutations)
-    return check_shape if fields is None else fields_check(fields)
+# The check for each list of mutations the engine was given (the registry's, or a test's), by
+# the identities of the mutations, which it holds: a mutation need not be hashable.
+_CHECKS: dict[tuple[int, ...], tuple[tuple[Mutation, ...], Callable[[Any], list[Finding]]]] = {}
+_MOST_CHECKS = 16
+
+
+def _shape_check(mutations: Sequence[Mutation]) -> Callable[[Any], list[Finding]]:
+    key = tuple(map(id, mutations))
+    known = _CHECKS.get(key)
+    if known is None:
+        if len(_CHECKS) >= _MOST_CHECKS:
+            _CHECKS.clear()
+        fields = declared_fields(mutations)
+        known = _CHECKS[key] = (tuple(mutations), check_shape if fields is None else fields_check(fields))
+    return known[1]

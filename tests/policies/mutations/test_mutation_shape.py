@@ -268,3 +268,15 @@ def test_past_the_check_the_mutations_never_fail_and_patch_only_declared_fields(
     for op in patch:
         assert op["op"] == "add" or op["op"] == "replace"
         assert any(pointer == op["path"] or pointer.startswith(op["path"] + "/") for pointer in POINTERS), op
+
+
+class _Unhashable(_Undeclared):
+    __hash__ = None  # type: ignore[assignment]  # as a dataclass with eq and no frozen is
+    fields = (("metadata", "labels"),)
+
+
+def test_mutations_need_not_be_hashable():
+    job = placed(mpijob(), ("metadata", "labels"), {"team": 7})
+    assert narrow_lines(job) == []
+    assert [messages.line(f) for f in check_mutation_shape(job, [_Unhashable()])] == [
+        "[object-shape] metadata.labels[team]: Invalid value: 7: must be a string, not an integer"]
