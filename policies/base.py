@@ -31,7 +31,7 @@ class Action(StrEnum):
 
     def capped_by(self, ceiling: Action) -> Action:
         """The milder of the two: a rule set to deny cannot turn an advisory finding into a denial."""
-        return self if self.rank <= ceiling.rank else ceiling
+        return self if _ACTION_RANK[self] <= _ACTION_RANK[ceiling] else ceiling
 
 
 _ACTION_RANK = {Action.DENY: 2, Action.WARN: 1, Action.AUDIT: 0}
