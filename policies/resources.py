@@ -324,10 +324,12 @@ def pod_totals(pod_containers: Sequence[ContainerResources], attribute: str) -> 
         if container.sidecar:
             _add(total, values)
             _add(sidecars, values)
-            running = dict(sidecars)
-        else:
+            running = sidecars
+        elif sidecars:
             running = dict(sidecars)
             _add(running, values)
+        else:  # no sidecar started before it: the init container runs alone
+            running = values
         for resource, value in running.items():
             if value > init_peak.get(resource, ZERO):
                 init_peak[resource] = value
