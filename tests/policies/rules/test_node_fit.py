@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies import messages
 from policies.base import Action, Problem
@@ -191,3 +193,53 @@ def test_pods_with_the_same_placement_fields_share_it_and_others_do_not():
     (launcher,) = check(job)
     assert launcher.message == ("no node can ever run a Launcher pod: taint nvidia.com/gpu=present:NoSchedule not "
                                 "tolerated on 2 of 3 nodes; fix its nodeSelector, affinity or tolerations")
+
+
+# --- pods looked at together are judged as each alone ------------------------------------------
+# The placement of a pod on each node is shared by the pods with the same placement fields, and
+# for pods without any is worked out once per snapshot: whatever the mix, each pod's finding is
+# the one it gets alone, and a pod fits exactly when some node both takes and holds it.
+
+_zones = st.sampled_from(["a", "b"])
+_taint = st.fixed_dictionaries({"key": st.sampled_from(["gpu", "spot"]), "effect": st.sampled_from(
+    ["NoSchedule", "NoExecute", "PreferNoSchedule"])})
+_node = st.fixed_dictionaries({"cpu": st.integers(1, 8), "zone": st.none() | _zones,
+                               "taints": st.lists(_taint, max_size=2), "unschedulable": st.booleans()})
+_template = st.fixed_dictionaries({"cpu": st.integers(1, 8)}, optional={
+    "nodeSelector": st.fixed_dictionaries({"zone": _zones}),
+    "tolerations": st.lists(st.fixed_dictionaries({"key": st.sampled_from(["gpu", "spot"]),
+                                                   "operator": st.just("Exists")}), max_size=2)})
+
+
+def _pod_spec(template):
+    fields = {k: v for k, v in template.items() if k != "cpu"}
+    return {**fields, "containers": [{"name": "main", "image": "x", "resources": {"limits": {
+        "cpu": template["cpu"], "memory": "1Gi"}}}]}
+
+
+def _nodes(specs):
+    return [node(f"n{i}", {"cpu": n["cpu"], "memory": "8Gi", "pods": "110"},
+                 labels={"zone": n["zone"]} if n["zone"] else None, taints=n["taints"] or None,
+                 unschedulable=n["unschedulable"]) for i, n in enumerate(specs)]
+
+
+@given(nodes=st.lists(_node, min_size=1, max_size=4), launcher=_template, worker=_template,
+       same=st.booleans())
+def test_each_pod_is_judged_as_if_alone(nodes, launcher, worker, same):
+    job = mpijob()
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    replicas["Launcher"]["template"]["spec"] = _pod_spec(launcher)
+    replicas["Worker"]["template"]["spec"] = _pod_spec(launcher if same else worker)
+    cluster = _nodes(nodes)
+    alone = []
+    for replica_type in ("Launcher", "Worker"):
+        single = mpijob()
+        single["spec"]["mpiReplicaSpecs"] = {replica_type: replicas[replica_type]}
+        found = check(single, nodes=cluster)
+        template = replicas[replica_type]["template"]["spec"]
+        cpu = template["containers"][0]["resources"]["limits"]["cpu"]
+        fits = any(int(n["status"]["allocatable"]["cpu"]) >= cpu and placement_problem(template, n) is None
+                   for n in cluster)
+        assert (found == []) == fits
+        alone += found
+    assert check(job, nodes=cluster) == alone
