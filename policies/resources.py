@@ -125,6 +125,14 @@ def _defaulted_item(name: str, index: int, item: Mapping[str, Any]) -> LimitRang
 class ContainerDefaults:
     limits: Mapping[str, tuple[Decimal, str]] = field(default_factory=dict)  # resource → (value, LimitRange)
     requests: Mapping[str, tuple[Decimal, str]] = field(default_factory=dict)
+    # The same as (resource, value, LimitRange) triples: what every container of every request
+    # is defaulted from, flattened once per change of the LimitRanges
+    limit_items: tuple[tuple[str, Decimal, str], ...] = field(init=False, repr=False, compare=False)
+    request_items: tuple[tuple[str, Decimal, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "limit_items", tuple((r, v, source) for r, (v, source) in self.limits.items()))
+        object.__setattr__(self, "request_items", tuple((r, v, source) for r, (v, source) in self.requests.items()))
 
 
 def container_defaults(items: Sequence[LimitRangeItem]) -> ContainerDefaults:
@@ -246,11 +254,11 @@ def effective_container(path: str, container: Mapping[str, Any], defaults: Conta
                 requests.setdefault(resource, value)
     defaulted_limits: dict[str, str] = {}
     defaulted_requests: dict[str, str] = {}
-    for resource, (value, source) in defaults.limits.items():
+    for resource, value, source in defaults.limit_items:
         if resource not in limits:
             limits[resource] = value
             defaulted_limits[resource] = source
-    for resource, (value, source) in defaults.requests.items():
+    for resource, value, source in defaults.request_items:
         if resource not in requests:
             requests[resource] = value
             defaulted_requests[resource] = source

@@ -117,7 +117,7 @@ class GpusPerWorker:
 
     # --- per pod -------------------------------------------------------------------------------
     def _pod_maximum(self, ctx: RuleContext, pod: PodResources) -> list[Finding]:
-        counted = [_gpus_counted(c) for c in pod.containers]
+        counted = [gpus for gpus in map(_gpus_counted, pod.containers) if gpus is not None]
         found = []
         for resource, amount in sorted(pod_totals(counted, "requests").items()):
             allowed, limit_range = gpu_maximum(ctx, resource)
@@ -163,10 +163,14 @@ def _is_device(resource: str) -> bool:
     return is_extended(resource) or is_gpu(resource)
 
 
-def _gpus_counted(container: ContainerResources) -> ContainerResources:
+def _gpus_counted(container: ContainerResources) -> ContainerResources | None:
     """What a container is counted for here: its GPUs, each by its limit where it has one, else
-    its request (pod totals are per resource: the other resources change nothing)."""
+    its request (pod totals are per resource: the other resources change nothing). None for a
+    container without GPUs, which changes neither the pod's totals nor its peak while init
+    containers run (that of a sidecar before it, or none)."""
     counted = {r: v for r, v in {**container.requests, **container.limits}.items() if is_gpu(r)}
+    if not counted:
+        return None
     return ContainerResources(container.path, container.name, counted, container.limits,
                               container.defaulted_requests, container.defaulted_limits, container.init,
                               container.sidecar)

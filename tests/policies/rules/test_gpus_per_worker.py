@@ -1,9 +1,13 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies.base import Problem
+from policies.cluster import StaticClusterView
 from policies.rules.gpus_per_worker import GpusPerWorker, GpusPerWorkerParams, max_gpus
 from policies.settings import Settings
 from tests.builders import context, mpijob
+from tests.kube_objects import container_limits, limit_range
 
 RULE = GpusPerWorker()
 WORKER = "spec.mpiReplicaSpecs[Worker].template.spec"
@@ -257,3 +261,39 @@ def test_a_limit_range_default_gpu_is_not_this_rules_to_count():
     (finding,) = check_in_namespace(gpu_job({"limits": {"cpu": 2, "nvidia.com/gpu": 30}}),
                                     gpu_limit_range("gpu-default", 20))
     assert "at most 20 nvidia.com/gpu, set by LimitRange gpu-default (asked 30)" in finding.message
+
+
+# --- the worker's GPUs against a plain reference -----------------------------------------------
+# Containers without GPUs, one-shot init containers and sidecars in any mix, with or without a
+# LimitRange that gives every container a default (which is not this rule's to count).
+
+def _reference_gpus(app, init):
+    """max(app containers + sidecars, peak while each init container runs): the API server's sum."""
+    total = sum(app) + sum(amount for amount, sidecar in init if sidecar)
+    peak, sidecars = 0, 0
+    for amount, sidecar in init:
+        sidecars += amount if sidecar else 0
+        peak = max(peak, sidecars if sidecar else sidecars + amount)
+    return max(total, peak)
+
+
+_gpu_amount = st.sampled_from([None, 0, 1, 2, 3])  # None: a container without GPUs
+
+
+def _resources(amount):
+    return {"limits": {"cpu": 1}} if amount is None else gpus(amount)
+
+
+@given(app=st.lists(_gpu_amount, min_size=1, max_size=3), init=st.lists(st.tuples(_gpu_amount, st.booleans()),
+                                                                       max_size=3),
+       defaults=st.booleans())
+def test_the_worker_maximum_agrees_with_a_plain_reference(app, init, defaults):
+    job = gpu_job(*(_resources(a) for a in app),
+                  init=[{"resources": _resources(a), **({"restartPolicy": "Always"} if s else {})} for a, s in init])
+    ranges = (limit_range("defaults", container_limits(default={"nvidia.com/gpu": "3", "cpu": "1"})),) \
+        if defaults else ()
+    ctx = context(job, settings=Settings.defaults().with_rule("gpus-per-worker", max=2),
+                  cluster=StaticClusterView(ranges={"team-a": ranges}))
+    findings = list(RULE.check(ctx))
+    asked = _reference_gpus([a or 0 for a in app], [(a or 0, s) for a, s in init])
+    assert [f.value for f in findings] == ([asked] if asked > 2 else [])
