@@ -48,13 +48,22 @@ class Quota:
     limits: tuple[tuple[str, Decimal, Decimal], ...] = field(init=False, repr=False, compare=False)
     # (resource, "requests" | "limits", container resource) of each MUST_SPECIFY resource it tracks
     must_specify: tuple[tuple[str, str, str], ...] = field(init=False, repr=False, compare=False)
+    # the container resources of ``must_specify`` every container must request, and limit
+    must_request: frozenset[str] = field(init=False, repr=False, compare=False)
+    must_limit: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limits", tuple((r, hard, self.used.get(r, ZERO))
                                                  for r, hard in self.hard.items() if r != MPIJOB_COUNT))
-        object.__setattr__(self, "must_specify", tuple(
-            (r, "limits" if r.startswith("limits.") else "requests", r.rsplit(".", 1)[-1])
-            for r in MUST_SPECIFY if r in self.hard))
+        must_specify = tuple((r, "limits" if r.startswith("limits.") else "requests", r.rsplit(".", 1)[-1])
+                             for r in MUST_SPECIFY if r in self.hard)
+        object.__setattr__(self, "must_specify", must_specify)
+        object.__setattr__(self, "must_request", frozenset(n for _, side, n in must_specify if side == "requests"))
+        object.__setattr__(self, "must_limit", frozenset(n for _, side, n in must_specify if side == "limits"))
+
+    def stated_by(self, container: ContainerResources) -> bool:
+        """Whether ``container`` states everything of ``must_specify`` (``unstated`` finds nothing)."""
+        return container.requests.keys() >= self.must_request and container.limits.keys() >= self.must_limit
 
     @property
     def scoped(self) -> bool:

@@ -191,6 +191,8 @@ class ResourceQuota:
                 if quota.scoped and not quota_matches_pod(quota, pod.facts):
                     continue
                 for container in pod.pod.containers:
+                    if quota.stated_by(container):  # the usual container
+                        continue
                     missing = unstated(container, quota.must_specify)
                     if missing:
                         yield _unstated_finding(self.id, quota, container.path, container.name, missing)

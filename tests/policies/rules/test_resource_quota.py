@@ -371,3 +371,4 @@ def test_unstated_is_what_the_container_does_not_charge(requests, limits, tracke
     container = ContainerResources("spec.x", "main", requests, limits)
     charged = reference_usage(requests, limits)
     assert unstated(container, quota.must_specify) == [r for r in MUST_SPECIFY if r in tracked and r not in charged]
+    assert quota.stated_by(container) == (not unstated(container, quota.must_specify))
