@@ -6,7 +6,7 @@ exception inside a rule into an error (never a silent allow: Kyverno CVE-2025-46
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +14,7 @@ import jsonpatch
 
 from policies import registry
 from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
+from policies.cluster import SnapshotMemo
 from policies.mutations.edits import WorkingCopy
 from policies.shape import check_shape
 
@@ -106,7 +107,7 @@ def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None) -> Verdict:
     if shape:  # the other rules would be reading garbage: the shape problems are the answer
         return Verdict(tuple(Outcome(f, Action.DENY) for f in shape))
     rules = default_rules() if rules is None else rules
-    run, skipped = _per_settings(_rules_to_run, ctx.settings, rules, bool(ctx.cluster.available))
+    run, skipped = _per_settings(_rule_plans, _rules_to_run, ctx.settings, rules, bool(ctx.cluster.available))
     outcomes: list[Outcome] = []
     for rule, action in run:
         try:
@@ -139,27 +140,20 @@ def _skipped_before(failed: Rule, rules: Sequence[Rule], skipped: tuple[str, ...
     return tuple(rule.id for rule in before if rule.id in skipped)
 
 
-_Items = TypeVar("_Items", bound=Sequence[Any])
-_Derived = TypeVar("_Derived")
-_PER_SETTINGS_KEPT = 64
-_per_settings_memo: dict[tuple[Any, ...], tuple[Any, Settings, Sequence[Any]]] = {}
+# Per Settings object and rule tuple (and cluster availability: True and False are singletons).
+_rule_plans: SnapshotMemo[RulePlan] = SnapshotMemo(_rules_to_run, size=64)
+_V = TypeVar("_V")
 
 
-def _per_settings(derive: Callable[..., _Derived], settings: Settings, items: _Items, *extra: Hashable) -> _Derived:
-    """``derive(settings, items, *extra)``, worked out once while it is remembered: the policy
-    hands out one Settings object per namespace (``Policy.settings_for``) and the rules are the
-    registry's tuple, so the same few combinations come back request after request. Keyed on
-    identity, never on the request; an entry holds the objects whose ids it is keyed on, so no
-    other object can take their ids while it is kept. Lists are not remembered (they can change)."""
-    if type(items) is not tuple:
-        return derive(settings, items, *extra)
-    key = (derive, id(settings), id(items), extra)
-    entry = _per_settings_memo.get(key)
-    if entry is None:
-        if len(_per_settings_memo) >= _PER_SETTINGS_KEPT:  # a few per policy; old policies go
-            _per_settings_memo.clear()
-        entry = _per_settings_memo[key] = (derive(settings, items, *extra), settings, items)
-    return entry[0]  # type: ignore[no-any-return]
+def _per_settings(memo: SnapshotMemo[_V], derive: Callable[..., _V], settings: Settings,
+                  items: Sequence[Any], *extra: object) -> _V:
+    """``derive(settings, items, *extra)``, through ``memo``: the policy hands out one Settings
+    object per namespace (``Policy.settings_for``) and the rules are the registry's tuple, so
+    the same few combinations come back request after request. Keyed on their identity, never
+    on the request. A list of rules can change in place, so it is read afresh every time."""
+    if type(items) is tuple:
+        return memo(settings, items, *extra)
+    return derive(settings, items, *extra)
 
 
 def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -> Verdict:
@@ -207,7 +201,7 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
     applied: list[str] = []
     warnings: list[str] = []
     mutations = default_mutations() if mutations is None else mutations
-    for mutation in _per_settings(_enabled_mutations, ctx.settings, mutations):
+    for mutation in _per_settings(_enabled_by_settings, _enabled_mutations, ctx.settings, mutations):
         try:
             outcome = mutation.apply(job, ctx)
         except Exception as exc:  # noqa: BLE001 - a failed mutation must refuse, not pass half-done
@@ -223,6 +217,9 @@ def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> Mut
 
 def _enabled_mutations(settings: Settings, mutations: Sequence[Mutation]) -> tuple[Mutation, ...]:
     return tuple(mutation for mutation in mutations if settings.enabled(mutation.id))
+
+
+_enabled_by_settings: SnapshotMemo[tuple[Mutation, ...]] = SnapshotMemo(_enabled_mutations, size=64)
 
 
 def json_patch(original: Mapping[str, Any], result: MutationResult) -> list[dict[str, Any]]:

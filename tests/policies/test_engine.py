@@ -122,11 +122,11 @@ def test_a_rule_list_changed_in_place_is_read_again():
 
 
 def test_what_is_worked_out_per_settings_is_bounded():
-    for index in range(3 * engine._PER_SETTINGS_KEPT):
+    for index in range(100):
         settings = SETTINGS.with_rule("b", action=(Action.WARN, Action.AUDIT)[index % 2])
         verdict = evaluate(context(mpijob(), settings=settings, cluster=StaticClusterView()), RULES)
         assert fired(verdict)[1] == ("b", settings.action("b"))
-    assert len(engine._per_settings_memo) <= engine._PER_SETTINGS_KEPT
+    assert len(engine._rule_plans) <= 64
 
 
 def test_a_failing_rule_refuses_with_the_findings_and_skipped_rules_before_it():
