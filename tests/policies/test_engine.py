@@ -3,6 +3,8 @@ rules worked out once per settings, and what a failing rule leaves in the verdic
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies import engine
 from policies.base import Action, Finding, Mutated, NoParams, Problem
@@ -162,3 +164,62 @@ def test_only_the_mutations_enabled_in_the_settings_are_applied(disabled, applie
         assert result.applied == applied
         assert {k: v for k, v in result.job["metadata"].get("labels", {}).items() if v == "yes"} == \
             {ident: "yes" for ident in applied}
+
+
+# --- the same verdict as the plain loop over the rules ---------------------------------------
+
+class Scripted(Speaks):
+    """A rule that reports the findings (or the failure) it is given."""
+
+    def __init__(self, ident: str, needs_cluster: bool, ceilings: tuple[Action, ...], fails: bool) -> None:
+        super().__init__(ident, needs_cluster=needs_cluster)
+        self.ceilings, self.fails = ceilings, fails
+
+    def check(self, ctx):
+        if self.fails:
+            raise ValueError(self.id)
+        return (finding(self.id, ceiling) for ceiling in self.ceilings)
+
+
+def reference_verdict(ctx, rules) -> Verdict:
+    """Rule by rule, each action looked up as it is reached."""
+    outcomes, skipped = [], []
+    for rule in rules:
+        if rule.needs_cluster and not ctx.cluster.available:
+            skipped.append(rule.id)
+            continue
+        action = ctx.settings.action(rule.id)
+        try:
+            findings = list(rule.check(ctx))
+        except Exception as exc:  # noqa: BLE001
+            return Verdict(tuple(outcomes), tuple(skipped), f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+        outcomes += [Outcome(f, action.capped_by(f.ceiling)) for f in findings]
+    if skipped:
+        outcomes.append(Outcome(engine._skipped_finding(ctx, skipped), ctx.settings.cluster_unavailable))
+    return Verdict(tuple(outcomes), tuple(skipped))
+
+
+ACTIONS = st.sampled_from(list(Action))
+# (needs the cluster, ceilings of its findings, fails, action)
+RULE_SPECS = st.lists(st.tuples(st.booleans(), st.lists(ACTIONS, max_size=2).map(tuple),
+                                st.sampled_from([False, False, False, True]), ACTIONS), max_size=6)
+
+
+@settings(max_examples=200)
+@given(RULE_SPECS, st.booleans(), st.booleans(), ACTIONS)
+def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_action):
+    rules = [Scripted(f"r{i}", cluster, ceilings, fails) for i, (cluster, ceilings, fails, _) in enumerate(specs)]
+    settings_ = Settings.defaults(rules=rules, mutations=())
+    for rule, (*_, action) in zip(rules, specs):
+        settings_ = settings_.with_rule(rule.id, action=action)
+    settings_ = dataclasses.replace(settings_, cluster_unavailable=unavailable_action)
+    cluster = StaticClusterView() if available else NO_CLUSTER
+    given_rules = tuple(rules) if as_tuple else rules
+    for _ in range(2):
+        verdict = evaluate(context(mpijob(), settings=settings_, cluster=cluster), given_rules)
+        expected = reference_verdict(context(mpijob(), settings=settings_, cluster=cluster), rules)
+        assert verdict == expected
+        by_action = {a: tuple(o.finding for o in expected.outcomes if o.action is a) for a in Action}
+        assert (verdict.denials, verdict.warnings, verdict.audits) == \
+            (by_action[Action.DENY], by_action[Action.WARN], by_action[Action.AUDIT])
+        assert verdict.allowed is (expected.error is None and not by_action[Action.DENY])
