@@ -73,12 +73,6 @@ def containers(
             yield f"{base_path}.template.spec.{key}[{index}]", container
 
 
-def init_containers(replica: Mapping[str, Any] | None, base_path: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(field path, init container) pairs of one replica's pod template, in order."""
-    for index, container in enumerate(pod_spec(replica).get("initContainers") or ()):
-        yield f"{base_path}.template.spec.initContainers[{index}]", container
-
-
 def all_containers(job: Job, *, init: bool = True) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
     """(replica type, field path, container) for every container of every known replica."""
     return iter(_all_containers(job, ("initContainers", "containers") if init else ("containers",)))
