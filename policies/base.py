@@ -147,6 +147,8 @@ class Mutation(Protocol):
     id: ClassVar[str]
     Params: ClassVar[type]
     enabled_by_default: ClassVar[bool]
+    # Optional ``fields``: the paths of the map keys it reads and writes, so /mutate type-checks
+    # only those (policies.mutations.shape); without it the whole object is checked.
 
     def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
         """Edit ``job``, the engine's ``WorkingCopy``: it shares every subtree with the request, so

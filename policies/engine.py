@@ -16,6 +16,7 @@ from policies import registry
 from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
 from policies.cluster import SnapshotMemo
 from policies.mutations.edits import WorkingCopy
+from policies.mutations.shape import check_mutation_shape
 from policies.shape import check_shape
 
 if TYPE_CHECKING:
@@ -193,14 +194,16 @@ def _skipped_finding(ctx: RuleContext, skipped: Iterable[str]) -> Finding:
 
 
 def mutate(ctx: RuleContext, mutations: Sequence[Mutation] | None = None) -> MutationResult:
-    shape = check_shape(ctx.job)
+    mutations = default_mutations() if mutations is None else mutations
+    # Only the fields the mutations read and write: anything else of the wrong type is refused
+    # by the API server's schema validation and by /validate, with its path.
+    shape = check_mutation_shape(ctx.job, mutations)
     if shape:
         # nothing is mutated; the object may not even be a mapping
         return MutationResult(dict(ctx.job) if isinstance(ctx.job, Mapping) else {}, invalid=tuple(shape))
     job = WorkingCopy(ctx.job)
     applied: list[str] = []
     warnings: list[str] = []
-    mutations = default_mutations() if mutations is None else mutations
     for mutation in _per_settings(_enabled_by_settings, _enabled_mutations, ctx.settings, mutations):
         try:
             outcome = mutation.apply(job, ctx)

@@ -3,10 +3,13 @@ answer is the decision the issue asks for (allowed, denied with the field named,
 untouched), on /validate and /mutate alike."""
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import logging
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from policies.rules.slots_per_worker import SlotsPerWorker
@@ -237,15 +240,53 @@ WRONG_SHAPES = {
 }
 
 
-@pytest.mark.parametrize("path", ENDPOINTS)
-@pytest.mark.parametrize(("change", "field", "problem"), WRONG_SHAPES.values(), ids=WRONG_SHAPES.keys())
-def test_wrong_shape_is_a_denial_naming_the_field(path: str, change, field: str, problem: str):
-    served = webhook()  # every rule and mutation of the registry: none of them may see the bad shape
-    review = admission_review(reshaped(change))
-    status = served.review(path, review)["response"]["status"]
+# What /mutate also refuses: the fields the mutations read or write, and the maps on the way.
+SHAPES_THE_MUTATIONS_READ = ("spec a list", "spec a string", "mpiReplicaSpecs a number", "labels a list")
+
+
+def _shape_cases(names) -> list[Any]:
+    return [pytest.param(*WRONG_SHAPES[name], id=name) for name in names]
+
+
+def _assert_shape_denial(response: dict[str, Any], field: str, problem: str) -> None:
+    status = response["status"]
     assert status["details"]["causes"] == [
         {"reason": status["details"]["causes"][0]["reason"], "field": field, "message": f"[object-shape] {problem}"}]
     assert status["message"] == f'MPIJob.kubeflow.org "pi" is invalid: [object-shape] {field}: {problem}'
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), _shape_cases(WRONG_SHAPES))
+def test_wrong_shape_is_a_denial_naming_the_field(change, field: str, problem: str):
+    served = webhook()  # every rule of the registry: none of them may see the bad shape
+    _assert_shape_denial(served.review("/validate", admission_review(reshaped(change)))["response"], field, problem)
+
+
+@pytest.mark.parametrize(("change", "field", "problem"), _shape_cases(SHAPES_THE_MUTATIONS_READ))
+def test_wrong_shape_of_a_field_the_mutations_read_is_a_mutate_denial(change, field: str, problem: str):
+    served = webhook()  # every mutation of the registry: none of them may see the bad shape
+    _assert_shape_denial(served.review("/mutate", admission_review(reshaped(change)))["response"], field, problem)
+
+
+@pytest.mark.parametrize(("change", "field", "problem"),
+                         _shape_cases(n for n in WRONG_SHAPES if n not in SHAPES_THE_MUTATIONS_READ))
+def test_wrong_shape_elsewhere_is_left_to_validation_by_mutate(change, field: str, problem: str):
+    """The mutations never read it: /mutate patches as usual, the patch applies, and the bad field
+    reaches the API server's schema validation and /validate unchanged."""
+    job = reshaped(change)
+    response = webhook().review("/mutate", admission_review(job))["response"]
+    assert response["allowed"] is True
+    if "spec" not in job:  # no replica to turn the sidecar off in, no queue configured
+        assert "patch" not in response
+        return
+    patched = jsonpatch.apply_patch(job, json.loads(base64.b64decode(response["patch"])))
+    for replica in ("Launcher", "Worker"):
+        template = patched["spec"]["mpiReplicaSpecs"][replica]["template"]
+        assert template["metadata"]["labels"]["sidecar.istio.io/inject"] == "false"
+        assert template["spec"]["automountServiceAccountToken"] is False
+        for added in (("metadata",), ("spec", "automountServiceAccountToken")):
+            parent = template if len(added) == 1 else template[added[0]]
+            del parent[added[-1]]
+    assert patched == job  # the field of the wrong type is passed on as it came
 
 
 @pytest.mark.parametrize("path", ENDPOINTS)
