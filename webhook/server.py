@@ -2,6 +2,7 @@
 its connections alive and reuses them), bounded request sizes and timeouts."""
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from typing import Any
@@ -59,4 +60,9 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Flask:
-        return self._factory()
+        app = self._factory()
+        # Everything loaded so far (modules, the app) lives as long as the worker: left out of
+        # the garbage collector's full collections, which would otherwise walk it all again and
+        # again while requests wait (webhook.cluster does the same for the caches once listed).
+        gc.freeze()
+        return app

@@ -2,6 +2,7 @@
 ``kubernetes`` client, and the cluster-aware rules reading them through /validate."""
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import replace
@@ -233,6 +234,29 @@ def test_not_ready_until_listed_then_ready(api: KubeAPI, tmp_path: Path):
         assert status == 200 and body["checks"]["cluster"]["detail"].startswith("cluster state cached: 0 resourcequotas")
     finally:
         caches.stop()
+
+
+def test_a_server_process_freezes_its_heap_once_the_caches_are_listed(api: KubeAPI, tmp_path: Path):
+    """Full garbage collections then skip the cached objects (seconds of stalls under load)."""
+    assert gc.get_freeze_count() == 0
+    api.go_down()
+    caches = ClusterCaches(api_client(api.kubeconfig(tmp_path / "kubeconfig")), timing=FAST,
+                           freeze_heap=True).start()
+    try:
+        time.sleep(0.2)
+        assert gc.get_freeze_count() == 0  # nothing listed yet: nothing worth freezing
+        api.come_back()
+        assert caches.wait_synced(5)
+        eventually(lambda: gc.get_freeze_count() > 0)
+        cached = caches.namespace("team-a")
+        assert cached is not None and not any(o is cached for o in gc.get_objects())  # frozen, not tracked
+    finally:
+        caches.stop()
+        gc.unfreeze()
+
+
+def test_caches_leave_the_heap_alone_unless_asked(caches: ClusterCaches):
+    assert caches.synced and gc.get_freeze_count() == 0
 
 
 def test_missing_rbac_is_named_on_readyz(api: KubeAPI, tmp_path: Path):
