@@ -11,11 +11,18 @@ from policies.base import UNSET, Finding, Problem
 
 # json.dumps(value, ensure_ascii=False) builds an encoder per call; this one is built once.
 _as_json = json.JSONEncoder(ensure_ascii=False).encode
+# What that encoder does for a string, called directly (the usual value is a string).
+_string_as_json = json.encoder.encode_basestring  # type: ignore[attr-defined]
+# Looked up once: reading an Enum member off its class is slower than a global.
+_POLICY = Problem.POLICY
+_VALUED = (Problem.INVALID, Problem.NOT_SUPPORTED, Problem.TYPE_INVALID)
 
 
 def render_value(value: Any) -> str:
     """A value the way apimachinery's field errors show it: strings quoted, numbers bare."""
-    if isinstance(value, str) or isinstance(value, bool) or value is None:
+    if isinstance(value, str):
+        return _string_as_json(value)  # type: ignore[no-any-return]
+    if isinstance(value, bool) or value is None:
         return _as_json(value)
     return str(value)
 
@@ -23,9 +30,9 @@ def render_value(value: Any) -> str:
 def body(finding: Finding) -> str:
     """The part after the field path: ``Invalid value: 9: must be …``."""
     problem = finding.problem
-    if problem is Problem.POLICY:
+    if problem is _POLICY:
         return finding.message
-    if finding.value is not UNSET and problem in (Problem.INVALID, Problem.NOT_SUPPORTED, Problem.TYPE_INVALID):
+    if finding.value is not UNSET and problem in _VALUED:
         return f"{problem.label}: {render_value(finding.value)}: {finding.message}"
     return f"{problem.label}: {finding.message}"
 

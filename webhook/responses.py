@@ -21,10 +21,17 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # not printable in the Warning h
 _AUDIT_KEY = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps would build one per call
 _FIRED_BY = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "audited-by"}
+# The keys this webhook writes itself, all valid: only other keys need the pattern's check.
+_OWN_AUDIT_KEYS = frozenset([*_FIRED_BY.values(), "skipped-rules", "mutated-by"])
 
 
 def review(api_version: str, response: Mapping[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": dict(response)}
+    return _review(api_version, dict(response))
+
+
+def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:
+    """``review`` for a response dict built here, which needs no copy."""
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
 
 
 def allow(
@@ -38,7 +45,7 @@ def allow(
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(_COMPACT.encode(list(patch)).encode()).decode()
-    return review(req.api_version, _decorate(response, warnings, audit))
+    return _review(req.api_version, _decorate(response, warnings, audit))
 
 
 def deny(
@@ -84,11 +91,11 @@ def _status(code: int, reason: str, message: str, details: Mapping[str, Any] | N
 def _denial(api_version: str, uid: str, status: Mapping[str, Any], warnings: Iterable[str],
             audit: Mapping[str, str] | None) -> dict[str, Any]:
     response = {"uid": uid, "allowed": False, "status": dict(status)}
-    return review(api_version, _decorate(response, warnings, audit))
+    return _review(api_version, _decorate(response, warnings, audit))
 
 
 def from_verdict(req: AdmissionRequest, verdict: Verdict, *, extra_warnings: Iterable[str] = ()) -> dict[str, Any]:
-    warnings = [*extra_warnings, *(messages.line(f) for f in verdict.warnings)]
+    warnings = [*extra_warnings, *map(messages.line, verdict.warnings)]
     audit = audit_annotations(verdict)
     if verdict.error is not None:
         return failed(req.api_version, req.uid, unchecked_message(verdict.error), warnings=warnings, audit=audit)
@@ -120,8 +127,13 @@ def deny_findings(
 
 def audit_annotations(verdict: Verdict) -> dict[str, str]:
     """Keys become ``<webhook name>/<key>`` on the API server, so they must be plain names."""
-    fired = verdict.rules_by_action()
-    annotations = {_FIRED_BY[action]: ",".join(ids) for action, ids in fired.items()}
+    fired: dict[str, dict[str, None]] = {}  # rule ids by action, each once, in order of firing
+    for outcome in verdict.outcomes:
+        rules = fired.get(outcome.action)
+        if rules is None:
+            rules = fired[outcome.action] = {}
+        rules[outcome.finding.rule] = None
+    annotations = {_FIRED_BY[action]: ",".join(rules) for action, rules in fired.items()}
     if verdict.skipped:
         annotations["skipped-rules"] = ",".join(verdict.skipped)
     return annotations
@@ -163,5 +175,8 @@ def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[
     if limited:
         response["warnings"] = limited
     if audit:
-        response["auditAnnotations"] = {k: v for k, v in audit.items() if _AUDIT_KEY.fullmatch(k)}
+        if audit.keys() <= _OWN_AUDIT_KEYS:
+            response["auditAnnotations"] = dict(audit)
+        else:
+            response["auditAnnotations"] = {k: v for k, v in audit.items() if _AUDIT_KEY.fullmatch(k)}
     return response

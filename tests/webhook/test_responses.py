@@ -290,6 +290,24 @@ def test_audit_annotation_keys_that_are_not_qualified_names_are_dropped(key: str
     assert response["auditAnnotations"] == {"fine-key_1.x": "w"}
 
 
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(list(Action))), max_size=8))
+def test_audit_annotations_list_each_rule_once_per_action_in_order_of_firing(pairs: list[tuple[str, Action]]):
+    keys = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "audited-by"}
+    expected = {keys[action]: ",".join(ids) for action, ids in verdict(*pairs).rules_by_action().items()}
+    annotations = responses.audit_annotations(verdict(*pairs))
+    assert list(annotations.items()) == list(expected.items())
+
+
+def test_the_audit_keys_the_webhook_writes_itself_are_valid_and_kept_beside_a_dropped_one():
+    assert all(QUALIFIED_NAME_PART.fullmatch(k) for k in responses._OWN_AUDIT_KEYS)
+    req = parse_admission_review(admission_review(mpijob()))
+    audit = {"mutated-by": "a", "denied-by": "b", "bad key": "c"}
+    assert responses.allow(req, audit=audit)["response"]["auditAnnotations"] == {"mutated-by": "a", "denied-by": "b"}
+    kept = {"mutated-by": "a", "skipped-rules": "b"}
+    response = responses.allow(req, audit=kept)["response"]
+    assert response["auditAnnotations"] == kept and response["auditAnnotations"] is not kept
+
+
 def test_audit_annotations_of_a_denial_reach_the_response():
     review = admission_review(mpijob(slots=9))
     assert only_slots().review("/validate", review)["response"]["auditAnnotations"] == {"denied-by": "slots-per-worker"}
