@@ -12,13 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from tests.builders import admission_review, mpijob
 from tests.conftest import captured_reviews
 from tests.webhook.app_client import webhook
 from webhook import MAX_BODY_BYTES
-from webhook.review import GENERATED_SUFFIX, MAX_NESTING, BadReview, parse_admission_review, read_body, read_json
+from policies.base import UserInfo
+from webhook.review import GENERATED_SUFFIX, AdmissionRequest, MAX_NESTING, BadReview, parse_admission_review, read_body, read_json
 
 ENDPOINTS = ("/validate", "/mutate")
 RECORDED_CREATE = captured_reviews()["02-create-validating.request.json"]
@@ -302,3 +305,63 @@ def test_read_json_raises_bad_review_with_status():
         read_json(b"{")
     assert (raised.value.status, raised.value.message) == (
         400, "request body is truncated: the JSON document ends at line 1 column 2 before it is complete")
+
+
+# --- the parse against a plain reference reading ------------------------------------------------
+
+def _reference_parse(review: dict[str, Any]) -> AdmissionRequest:
+    """Field by field, by name, as the API server documents the request."""
+    request = review["request"]
+    text = lambda value: value if isinstance(value, str) else ""  # noqa: E731
+    kind = request["kind"]
+    request_kind = request.get("requestKind") or kind
+    obj = request.get("object")
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    if text(request.get("name")):
+        name, generated = request["name"], False
+    elif text(meta.get("name")):
+        name, generated = meta["name"], False
+    elif text(meta.get("generateName")):
+        name, generated = meta["generateName"] + GENERATED_SUFFIX, True
+    else:
+        name, generated = "", False
+    info = request.get("userInfo")
+    user = UserInfo()
+    if isinstance(info, dict):
+        groups, extra = info.get("groups"), info.get("extra")
+        user = UserInfo(
+            username=text(info.get("username")), uid=text(info.get("uid")),
+            groups=tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list) else (),
+            extra={k: tuple(v) for k, v in extra.items() if isinstance(v, list)} if isinstance(extra, dict) else {})
+    return AdmissionRequest(
+        api_version=review["apiVersion"], uid=request["uid"], group=text(kind.get("group")),
+        version=text(kind.get("version")), kind=text(kind.get("kind")), operation=request["operation"],
+        namespace=text(request.get("namespace")), name=name, generated_name=generated, object=obj,
+        old_object=request.get("oldObject"), dry_run=request.get("dryRun") is True,
+        sub_resource=text(request.get("subResource")), user=user, request_version=text(request_kind.get("version")))
+
+
+_ANY = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+_TEXTISH = st.text(max_size=8) | _ANY
+_GVK = st.fixed_dictionaries({}, optional={"group": _TEXTISH, "version": _TEXTISH, "kind": _TEXTISH})
+
+
+@given(
+    operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
+    kind=_GVK, request_kind=st.none() | _GVK,
+    fields=st.fixed_dictionaries({}, optional={
+        "name": _TEXTISH, "namespace": _TEXTISH, "subResource": _TEXTISH, "dryRun": _ANY, "oldObject": _ANY}),
+    metadata=st.none() | _ANY | st.fixed_dictionaries({}, optional={"name": _TEXTISH, "generateName": _TEXTISH}),
+    user=_ANY | st.fixed_dictionaries({}, optional={
+        "username": _TEXTISH, "uid": _TEXTISH, "groups": _ANY | st.lists(_TEXTISH, max_size=3),
+        "extra": _ANY | st.dictionaries(st.text(max_size=5), _ANY | st.lists(st.text(max_size=5), max_size=2),
+                                        max_size=3)}),
+)
+def test_any_readable_review_is_read_as_the_reference_reads_it(operation, kind, request_kind, fields, metadata, user):
+    request = {"uid": "u-1", "operation": operation, "kind": kind, "userInfo": user,
+               "object": {"metadata": metadata}, **fields}
+    if request_kind is not None:
+        request["requestKind"] = request_kind
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    assert parse_admission_review(review) == _reference_parse(review)
