@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.review import MAX_BODY_BYTES, MAX_NESTING, _nested_deeper_than
+from webhook.review import MAX_BODY_BYTES, MAX_NESTING, _encoding, _nested_deeper_than
 
 
 def walked_deeper_than(doc: Any, limit: int) -> bool:
@@ -113,3 +113,8 @@ def test_nesting_of_a_body_at_the_size_limit_is_read_fast(body: bytes, deeper: b
     started = time.process_time()
     assert _nested_deeper_than(body, MAX_NESTING) is deeper
     assert time.process_time() - started < 0.5  # about 50 ms; json.loads takes longer
+
+
+@given(st.binary(max_size=6) | st.binary(max_size=5).map(lambda tail: b"{" + tail))
+def test_the_encoding_is_told_as_json_loads_tells_it(body: bytes) -> None:
+    assert _encoding(body) == json.detect_encoding(body)
