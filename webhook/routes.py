@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -29,7 +28,8 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def _json(payload: Any, status: int = 200) -> Response:
-    return Response(_ENCODER.encode(payload), status=status, mimetype="application/json")
+    # content_type rather than mimetype: the same header, without werkzeug working it out again.
+    return Response(_ENCODER.encode(payload), status, content_type="application/json")
 
 
 def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -53,25 +53,24 @@ def _read_body() -> Any:
                              "announced: the client stalled or went away") from None
     except OSError as exc:  # the client stalled or went away (webhook.connections)
         raise BadReview(408, f"request body did not arrive: {exc}") from None
-    review = g.review = read_json(body)  # for unexpected_error(): answer for this uid if anything fails
+    # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
+    # plain dict, rather than on flask.g, reached through a context-local proxy.
+    review = environ[_REVIEW_KEY] = read_json(body)
     return review
 
 
-def _admission(handle: Callable[[Runtime, Any], dict[str, Any]]) -> Response:
-    return _json(handle(runtime(), parse_admission_review(_read_body())))
-
-
+_REVIEW_KEY = "mpijob-webhook.review"
 ADMISSION_PATHS = ("/validate", "/mutate")
 
 
 @routes.post("/validate")
 def validate() -> Response:
-    return _admission(lambda rt, req: rt.admission.validate(req))
+    return _json(runtime().admission.validate(parse_admission_review(_read_body())))
 
 
 @routes.post("/mutate")
 def mutate() -> Response:
-    return _admission(lambda rt, req: rt.admission.mutate(req))
+    return _json(runtime().admission.mutate(parse_admission_review(_read_body())))
 
 
 @routes.post("/convert")
@@ -119,7 +118,7 @@ def unexpected_error(exc: Exception) -> Response:
     anything else gets a metav1.Status."""
     log.exception("%s %s failed", request.method, request.path)
     error = f"{type(exc).__name__}: {exc}"[:300]
-    known = identify(g.get("review")) if request.path in ADMISSION_PATHS else None
+    known = identify(request.environ.get(_REVIEW_KEY)) if request.path in ADMISSION_PATHS else None
     if known:
         api_version, uid = known
         return _json(responses.failed(api_version, uid, responses.unchecked_message(
