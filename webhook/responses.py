@@ -165,9 +165,20 @@ def limit_warnings(warnings: Iterable[str]) -> list[str]:
 def _one_line(text: str) -> str:
     """Single spaces, nothing unprintable. Printable text has no whitespace but the space, so
     the usual message needs no more than that check."""
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+    if _printable(text) and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
     return _CONTROL.sub("", " ".join(text.split()))
+
+
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+
+
+def _printable(text: str) -> bool:
+    """``text.isprintable()``, at less than half the cost for ASCII text (the usual warning):
+    its bytes less the printable ones leave nothing."""
+    if text.isascii():
+        return not text.encode().translate(None, _PRINTABLE_ASCII)
+    return text.isprintable()
 
 
 def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[str, str] | None) -> dict[str, Any]:

@@ -241,6 +241,11 @@ def test_warnings_are_cleaned_as_one_line_whatever_they_hold(texts: list[str]):
     assert responses.limit_warnings(texts) == expected
 
 
+@given(st.text() | st.text(st.characters(max_codepoint=0x7F)))
+def test_printable_is_what_python_calls_printable(text: str):
+    assert responses._printable(text) is text.isprintable()
+
+
 def test_empty_and_repeated_warnings_are_dropped():
     assert responses.limit_warnings(["", "  ", "same", "same", "other"]) == ["same", "other"]
 
