@@ -1,6 +1,7 @@
 """The gunicorn configuration `serve` runs with, read back from gunicorn's own Config."""
 from __future__ import annotations
 
+import gc
 import ssl
 from pathlib import Path
 
@@ -57,3 +58,18 @@ def test_serve_refuses_unusable_flags(flags: list[str], error: str, capsys: pyte
         main(["serve", *tls, *flags])
     assert exited.value.code == 2
     assert error in capsys.readouterr().err
+
+
+def test_a_worker_freezes_what_it_loaded_out_of_full_collections(tmp_path: Path):
+    """Modules and the app live as long as the worker: full collections must not walk them."""
+    bundle = authority.dev_bundle(tmp_path)
+    options = ServeOptions(port=9443, cert_file=bundle.cert_file, key_file=bundle.key_file)
+    loaded = {"app": [object()]}
+    server = WebhookServer(lambda: loaded, gunicorn_options(options))
+    assert gc.get_freeze_count() == 0
+    try:
+        assert server.load() is loaded
+        assert gc.get_freeze_count() > 0
+        assert not any(o is loaded for o in gc.get_objects())  # frozen: no longer tracked
+    finally:
+        gc.unfreeze()
