@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from policies import registry
 from tests.conftest import ROOT
 
 ENDPOINTS = ["/validate", "/mutate", "/convert"]
@@ -58,3 +59,19 @@ def test_overhead_compares_each_endpoint_with_the_floor() -> None:
     for line in lines:
         floor, ours, added = (float(line.split(label)[1].split()[0]) for label in ("floor", "ours", "added"))
         assert floor > 0 and ours > 0 and abs(added - (ours - floor)) <= 1, line  # rounding
+
+
+def test_parts_says_what_switching_off_each_part_saves() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "parts", "--requests", "5", "--rounds", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
+    expected = {"the audit log and metrics", "every rule", "every mutation", "the cluster-aware rules together",
+                "the spec-only rules together", *(f"rule {r.id}" for r in registry.RULES),
+                *(f"mutation {m.id}" for m in registry.MUTATIONS)}
+    assert set(rows) - {"switched off"} == expected
+    headings = [line for line in done.stdout.splitlines() if line.startswith("## ")]
+    assert [h.split(":")[0] for h in headings] == ["## /validate", "## /mutate"]
+    for heading in headings:
+        ours, floor, added = (float(heading.split(label)[1].split()[0]) for label in (": ", "the floor ", "so "))
+        assert ours > 0 and floor > 0 and abs(added - (ours - floor)) <= 1, heading
