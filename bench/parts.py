@@ -6,9 +6,11 @@ envelope and the other rules have passed through the CPU's caches.
 
 A part timed in a loop of itself costs a third to a half of what it costs inside a request (the
 loop keeps its code and data in the caches), so loop timings mislead about where a request's
-time goes. Here the app answers the same payloads once as ``serve`` builds it and once with one
-part switched off (a rule, a mutation, the observers: through ``Admission``'s own fields), in
-short alternating rounds; a part's cost is the median difference. Parts that share work (the
+time goes. Here one app, as ``serve`` builds it, answers the same payloads in short rounds, each
+round with one part switched off (a rule, a mutation, the observers: through ``Admission``'s own
+fields) or none, in turn; a part's cost is the difference of the medians. One app for all, not
+one per variant: two copies of the same app differ by up to 10 µs per request by where their
+objects happen to lie in memory. Parts that share work (the
 cluster-aware rules derive the job's pods once for all of them) each show only what is theirs
 alone: the groups at the end show what they cost together.
 """
@@ -30,16 +32,29 @@ from policies import registry
 ENDPOINTS = ("/validate", "/mutate")
 
 
-def variants(endpoint: str, view: Any) -> dict[str, Callable[[Any], None]]:
-    """Name → how to switch that part off in an app's Admission; "" is the app as served."""
-    def rules(keep: Callable[[Any], bool]) -> Callable[[Any], None]:
-        return lambda admission: setattr(admission, "rules", tuple(r for r in registry.RULES if keep(r)))
+def variants(endpoint: str) -> dict[str, Callable[[Any], Callable[[], None]]]:
+    """Name → a switch: given an app's Admission, it switches that part off and returns how to
+    switch it back on; "" is the app as served."""
+    def fields(name: str, keep: Callable[[Any], bool], every: Sequence[Any]) -> Callable[[Any], Callable[[], None]]:
+        def switch_off(admission: Any) -> Callable[[], None]:
+            served = getattr(admission, name)
+            setattr(admission, name, tuple(part for part in every if keep(part)))
+            return lambda: setattr(admission, name, served)
+        return switch_off
 
-    def mutations(keep: Callable[[Any], bool]) -> Callable[[Any], None]:
-        return lambda admission: setattr(admission, "mutations", tuple(m for m in registry.MUTATIONS if keep(m)))
+    def rules(keep: Callable[[Any], bool]) -> Callable[[Any], Callable[[], None]]:
+        return fields("rules", keep, registry.RULES)
 
-    found: dict[str, Callable[[Any], None]] = {"": lambda admission: None,
-                                               "the audit log and metrics": lambda admission: admission.observers.clear()}
+    def mutations(keep: Callable[[Any], bool]) -> Callable[[Any], Callable[[], None]]:
+        return fields("mutations", keep, registry.MUTATIONS)
+
+    def observers(admission: Any) -> Callable[[], None]:
+        served = list(admission.observers)
+        admission.observers.clear()
+        return lambda: admission.observers.extend(served)
+
+    found: dict[str, Callable[[Any], Callable[[], None]]] = {
+        "": lambda admission: lambda: None, "the audit log and metrics": observers}
     if endpoint == "/validate":
         for rule in registry.RULES:
             found[f"rule {rule.id}"] = rules(lambda r, rule=rule: r is not rule)
@@ -62,15 +77,28 @@ def cpu_per_request(client: Any, load: Sequence[Payload], requests: int) -> floa
     return (time.process_time() - started) / requests * 1e6
 
 
-def measure(clients: dict[str, Any], load: Sequence[Payload], requests: int, rounds: int) -> dict[str, float]:
-    """Median CPU µs per request of each client, over rounds that visit every client in turn
-    (so a burst of background load hits them all)."""
-    for client in clients.values():
-        cpu_per_request(client, load, requests)  # warm up: first-use imports, memos, caches
-    samples: dict[str, list[float]] = {name: [] for name in clients}
+def measure(floor: Any, ours: Any, switches: dict[str, Callable[[Any], Callable[[], None]]],
+            load: Sequence[Payload], requests: int, rounds: int) -> dict[str, float]:
+    """Median CPU µs per request of the floor and of ``ours`` with each switch thrown, over
+    rounds that visit every variant in turn (so a burst of background load hits them all)."""
+    admission = ours.application.extensions["mpijob-webhook"].admission
+
+    def sample(name: str) -> float:
+        if name == "floor":
+            return cpu_per_request(floor, load, requests)
+        switch_back = switches[name](admission)
+        try:
+            return cpu_per_request(ours, load, requests)
+        finally:
+            switch_back()
+
+    names = ["floor", *switches]
+    for name in names:
+        sample(name)  # warm up: first-use imports, memos, caches
+    samples: dict[str, list[float]] = {name: [] for name in names}
     for _ in range(rounds):
-        for name, client in clients.items():
-            samples[name].append(cpu_per_request(client, load, requests))
+        for name in names:
+            samples[name].append(sample(name))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -100,12 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     audit, sys.stdout = sys.stdout, open(os.devnull, "w")  # the audit log goes to stdout  # noqa: SIM115
     try:
         for endpoint in args.endpoints or ENDPOINTS:
-            clients = {"floor": create_floor_app().test_client()}
-            for name, switch_off in variants(endpoint, view).items():
-                client = clients[name] = app_client(view)
-                switch_off(client.application.extensions["mpijob-webhook"].admission)
-            load = payloads_for(endpoint, namespace, None)
-            lines += [*report(endpoint, measure(clients, load, args.requests, args.rounds)), ""]
+            medians = measure(create_floor_app().test_client(), app_client(view), variants(endpoint),
+                              payloads_for(endpoint, namespace, None), args.requests, args.rounds)
+            lines += [*report(endpoint, medians), ""]
     finally:
         sys.stdout.close()
         sys.stdout = audit
