@@ -368,7 +368,8 @@ class Informer:
             self.cut_off_since = time.monotonic()
 
     def _mark_absent(self) -> None:
-        if not self.absent:
+        newly = not self.absent
+        if newly:
             log.info("%s is not served by this cluster; looking again every %.0f s",
                      self.kind.label, self._timing.absent_recheck)
         with self._lock:
@@ -376,7 +377,7 @@ class Informer:
             self.objects = 0
         self.absent, self.synced = True, True
         self._connected()
-        if self._on_synced is not None:
+        if newly and self._on_synced is not None:  # not on every look: nothing new was listed
             self._on_synced()
 
     def interrupt(self) -> None:
@@ -443,10 +444,11 @@ class ClusterCaches:
         self._stop = threading.Event()
         self._api = api
         self._timing = timing
-        self._informers = {kind.plural: Informer(kind, api, timing, self._stop, on_sync, self._first_synced)
+        self._informers = {kind.plural: Informer(kind, api, timing, self._stop, on_sync, self._listed)
                            for kind in kinds}
         self._informer_list = tuple(self._informers.values())
-        self._heap_frozen = not freeze_heap
+        self._freeze_heap = freeze_heap
+        self._heap_frozen = False
 
     # --- lifecycle ----------------------------------------------------------------------------
     def start(self) -> ClusterCaches:
@@ -466,17 +468,24 @@ class ClusterCaches:
                 informer.thread.join(max(deadline - time.monotonic(), 0.01))
         self._api.close()
 
-    def _first_synced(self) -> None:
+    def _listed(self) -> None:
         """With ``freeze_heap`` (a server process), once every cache holds its first list the
         objects in memory (the caches, the modules imported) are frozen out of the garbage
         collector's full collections: with 10,000 namespaces cached, each full collection would
         otherwise walk them all and stop every request thread for over 100 ms. They are still
-        freed when no longer referenced (only a reference cycle among them would stay); objects
-        cached later, after a relist, are collected as usual."""
-        if self._heap_frozen or not self.synced:
+        freed when no longer referenced (only a reference cycle among them would stay). A cache
+        listed again later (its watch expired: a whole new copy of the kind) is frozen the same
+        way, or the stalls would come back with it; objects a watch event adds one at a time
+        are collected as usual. ``gc.freeze()`` itself costs nothing: it moves lists."""
+        if not self._freeze_heap or not self.synced:
             return
+        first = not self._heap_frozen
         self._heap_frozen = True
         gc.freeze()
+        if not first:
+            log.info("cluster state listed again: %d objects left out of full garbage collections",
+                     gc.get_freeze_count())
+            return
         log.info("cluster state cached: %d objects left out of full garbage collections", gc.get_freeze_count())
 
     def wait_synced(self, timeout: float) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 import time
 from dataclasses import replace
 from collections.abc import Callable, Iterator
@@ -29,7 +30,7 @@ from tests.kube_objects import (
     stored_mpijob,
 )
 from tests.webhook.app_client import webhook
-from webhook.cluster import ClusterCaches, Timing, api_client
+from webhook.cluster import LOCAL_QUEUES, ClusterCaches, Informer, Timing, api_client
 
 GPU = "requests.nvidia.com/gpu"
 # Fast enough for tests: a lost watch makes the state unusable after 0.5 s, retries within 0.2 s.
@@ -253,6 +254,47 @@ def test_a_server_process_freezes_its_heap_once_the_caches_are_listed(api: KubeA
     finally:
         caches.stop()
         gc.unfreeze()
+
+
+def test_a_cache_listed_again_after_its_watch_expired_is_frozen_too(api: KubeAPI, tmp_path: Path):
+    """A relist replaces a whole cache: left to the collector, the stalls would come back with it."""
+    assert gc.get_freeze_count() == 0
+    caches = ClusterCaches(api_client(api.kubeconfig(tmp_path / "kubeconfig")), timing=FAST,
+                           freeze_heap=True).start()
+    try:
+        assert caches.wait_synced(5)
+        eventually(lambda: gc.get_freeze_count() > 0)
+        lists = api.count("/api/v1/resourcequotas", watch=False)
+        api.go_down()  # the watch breaks; meanwhile a quota is created and history is compacted
+        api.apply(resource_quota("gpus", {GPU: 64}))
+        api.compact()
+        api.come_back()
+        eventually(lambda: caches.resource_quotas("team-a"))
+        assert api.count("/api/v1/resourcequotas", watch=False) == lists + 1  # listed again
+        relisted = caches.resource_quotas("team-a")[0]
+        eventually(lambda: not any(o is relisted for o in gc.get_objects()))  # frozen, not tracked
+    finally:
+        caches.stop()
+        gc.unfreeze()
+
+
+def test_a_kind_not_served_is_reported_listed_once_not_on_every_look(api: KubeAPI, tmp_path: Path):
+    """Each look for a CRD that is not installed would otherwise count as a new list (and freeze
+    whatever requests hold at that moment)."""
+    listed: list[str] = []
+    stop = threading.Event()
+    informer = Informer(LOCAL_QUEUES, api_client(api.kubeconfig(tmp_path / "kubeconfig")), FAST, stop,
+                        on_synced=lambda: listed.append("localqueues"))
+    thread = threading.Thread(target=informer.run, daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: informer.absent)
+        eventually(lambda: api.count("/apis/kueue.x-k8s.io/v1beta1/localqueues", watch=False) >= 3)  # looked again
+        assert listed == ["localqueues"]
+        assert informer.synced and informer.absent
+    finally:
+        stop.set()
+        thread.join(2)
 
 
 def test_caches_leave_the_heap_alone_unless_asked(caches: ClusterCaches):
