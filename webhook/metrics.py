@@ -11,8 +11,9 @@ multiprocess mode, writes a file, for every label set on every request. A daemon
 (``webhook.flushing``) adds the queue up and writes it to the metrics once a second
 (``FLUSH_SECONDS``); a scrape flushes this worker first, and a worker flushes as it exits. So a
 scrape is exact for the worker that answers it, and the other workers' requests show up to
-``FLUSH_SECONDS`` late. Gauges (cache sync, policy reload, certificate) are set directly: they
-change rarely.
+``FLUSH_SECONDS`` late. A request that finds ``MAX_PENDING`` tallies waiting flushes them itself,
+so the queue stays bounded whatever happens to the thread. Gauges (cache sync, policy reload,
+certificate) are set directly: they change rarely.
 
 Hooks for the other parts of the server (all cheap, safe from any thread):
 
@@ -47,6 +48,10 @@ PREFIX = "mpijob_webhook"
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _DURATION_BOUNDS = (*DURATION_BUCKETS, float("inf"))  # the histogram's buckets, +Inf included
 FLUSH_SECONDS = 1.0
+# Tallies a worker holds at most: the request that reaches it flushes them itself, so memory
+# stays bounded even if the flush thread ever stopped (about a second of a busy replica's load
+# is a few thousand).
+MAX_PENDING = 20_000
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONVERSION_RESULTS = ("success", "failed")
 RELOAD_RESULTS = ("success", "invalid", "missing")
@@ -142,8 +147,7 @@ def observe_decision(decision: Decision) -> None:
     _decisions.append((decision.endpoint, req.operation, decision_label(decision), req.dry_run, decision.seconds,
                        verdict.outcomes if verdict is not None else (),
                        mutation.applied if mutation is not None and decision.allowed else ()))
-    if not _flusher.running:
-        _flusher.start()
+    _flush_when_due(_decisions)
 
 
 def record_bad_request(endpoint: str, code: int) -> None:
@@ -169,7 +173,13 @@ _flush_lock = threading.Lock()  # one flush at a time, so a scrape waits for one
 
 def _count(counter: str, *labels: str) -> None:
     _counts.append((counter, labels))
-    if not _flusher.running:
+    _flush_when_due(_counts)
+
+
+def _flush_when_due(pending: deque[Any]) -> None:
+    if len(pending) >= MAX_PENDING:
+        flush()
+    elif not _flusher.running:
         _flusher.start()
 
 

@@ -284,3 +284,22 @@ print(os.waitstatus_to_exitcode(status), REGISTRY.get_sample_value('mpijob_webho
 def test_a_forked_child_leaves_its_parents_tallies_to_the_parent():
     run = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.stdout.split() == ["0", "1.0"], run.stderr
+
+
+def test_tallies_stay_bounded_when_the_flush_thread_falls_behind(app, monkeypatch):
+    """The request that finds MAX_PENDING tallies waiting adds them up itself: memory stays
+    bounded whatever happens to the flush thread, and nothing is lost."""
+    monkeypatch.setattr(metrics, "MAX_PENDING", 25)
+    scraper = Scraper(app.test_client())
+    runtime = app.extensions["mpijob-webhook"]
+    review = parse_admission_review(admission_review(mpijob(slots=9), dry_run=True))
+    most = 0
+    for _ in range(200):
+        runtime.admission.validate(review)
+        metrics.record_bad_request("validate", 400)
+        most = max(most, len(metrics._decisions), len(metrics._counts))
+    assert most < 25
+    now = scraper.scrape()
+    assert scraper.delta(now, "mpijob_webhook_requests_total", endpoint="validate", operation="CREATE",
+                         decision="denied", dry_run="true") == 200
+    assert scraper.delta(now, "mpijob_webhook_bad_requests_total", endpoint="validate", code="400") == 200
