@@ -14,7 +14,6 @@ third more).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from typing import Any
 
 from bench.floor import create_floor_app
 from bench.payloads import Payload
-from bench.profile import app_client, cluster_view, payloads_for, post_all
+from bench.profile import app_client, audit_log_silenced, chosen_endpoints, cluster_view, payloads_for, post_all
 
 ENDPOINTS = ("/validate", "/mutate", "/convert")
 
@@ -74,19 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=500, help="requests per round (default 500)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; the best counts (default 7)")
     args = parser.parse_args(argv)
-    unknown = [e for e in args.endpoints if e not in ENDPOINTS]
-    if unknown:
-        parser.error(f"unknown endpoint {unknown[0]}; choose from {', '.join(ENDPOINTS)}")
-    endpoints = args.endpoints or ENDPOINTS
+    endpoints = chosen_endpoints(parser, args.endpoints, ENDPOINTS)
     view, namespace = cluster_view()
-    audit, sys.stdout = sys.stdout, open(os.devnull, "w")  # the audit log goes to stdout  # noqa: SIM115
-    try:
+    with audit_log_silenced():
         ours, floor = app_client(view), create_floor_app().test_client()
         results = [measure(endpoint, payloads_for(endpoint, namespace, args.payload), ours, floor,
                            args.requests, args.rounds) for endpoint in endpoints]
-    finally:
-        sys.stdout.close()
-        sys.stdout = audit
     for result in results:
         print(result.line())
     return 0

@@ -17,7 +17,6 @@ alone: the groups at the end show what they cost together.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -26,7 +25,7 @@ from typing import Any
 
 from bench.floor import create_floor_app
 from bench.payloads import Payload
-from bench.profile import app_client, cluster_view, payloads_for
+from bench.profile import app_client, audit_log_silenced, chosen_endpoints, cluster_view, payloads_for
 from policies import registry
 
 ENDPOINTS = ("/validate", "/mutate")
@@ -120,20 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests per client per round (default 200)")
     parser.add_argument("--rounds", type=int, default=31, help="rounds; the median counts (default 31)")
     args = parser.parse_args(argv)
-    unknown = [e for e in args.endpoints if e not in ENDPOINTS]
-    if unknown:
-        parser.error(f"unknown endpoint {unknown[0]}; choose from {', '.join(ENDPOINTS)}")
+    endpoints = chosen_endpoints(parser, args.endpoints, ENDPOINTS)
     view, namespace = cluster_view()
     lines: list[str] = []
-    audit, sys.stdout = sys.stdout, open(os.devnull, "w")  # the audit log goes to stdout  # noqa: SIM115
-    try:
-        for endpoint in args.endpoints or ENDPOINTS:
+    with audit_log_silenced():
+        for endpoint in endpoints:
             medians = measure(create_floor_app().test_client(), app_client(view), variants(endpoint),
                               payloads_for(endpoint, namespace, None), args.requests, args.rounds)
             lines += [*report(endpoint, medians), ""]
-    finally:
-        sys.stdout.close()
-        sys.stdout = audit
     print("\n".join(lines).rstrip())
     return 0
 

@@ -18,7 +18,8 @@ import os
 import pstats
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,25 @@ def post_all(client: Any, load: list[Payload], requests: int) -> Callable[[], No
     return run
 
 
+@contextmanager
+def audit_log_silenced() -> Iterator[None]:
+    """The app's audit log goes to stdout: out of the way of what a command prints."""
+    saved, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
+    try:
+        yield
+    finally:
+        sys.stdout.close()
+        sys.stdout = saved
+
+
+def chosen_endpoints(parser: argparse.ArgumentParser, given: Sequence[str], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The endpoints named on the command line (all of ``allowed`` when none is), or the usage error."""
+    unknown = [endpoint for endpoint in given if endpoint not in allowed]
+    if unknown:
+        parser.error(f"unknown endpoint {unknown[0]}; choose from {', '.join(allowed)}")
+    return tuple(given) or allowed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench profile", description=__doc__.split("\n\n")[0])
     parser.add_argument("endpoint", choices=("/validate", "/mutate", "/convert"))
@@ -101,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     view, namespace = cluster_view()
     load = payloads_for(args.endpoint, namespace, args.payload)
-    audit, sys.stdout = sys.stdout, open(os.devnull, "w")  # the audit log goes to stdout  # noqa: SIM115
-    try:
+    with audit_log_silenced():
         client = app_client(view)
         run = post_all(client, load, args.requests)
         post_all(client, load, 200)()  # warm up
@@ -123,9 +142,6 @@ def main(argv: list[str] | None = None) -> int:
             run()
             sampler.stop()
             report = sampler.output_text(unicode=True, show_all=False)
-    finally:
-        sys.stdout.close()
-        sys.stdout = audit
     print(f"{args.endpoint} {', '.join(p.name for p in load)}: {per_request:.0f} µs CPU per request "
           f"(Flask test client included)")
     print(report)
