@@ -482,11 +482,8 @@ class ClusterCaches:
         first = not self._heap_frozen
         self._heap_frozen = True
         gc.freeze()
-        if not first:
-            log.info("cluster state listed again: %d objects left out of full garbage collections",
-                     gc.get_freeze_count())
-            return
-        log.info("cluster state cached: %d objects left out of full garbage collections", gc.get_freeze_count())
+        log.info("cluster state %s: %d objects left out of full garbage collections",
+                 "cached" if first else "listed again", gc.get_freeze_count())
 
     def wait_synced(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
