@@ -75,3 +75,24 @@ def test_parts_says_what_switching_off_each_part_saves() -> None:
     for heading in headings:
         ours, floor, added = (float(heading.split(label)[1].split()[0]) for label in (": ", "the floor ", "so "))
         assert ours > 0 and floor > 0 and abs(added - (ours - floor)) <= 1, heading
+
+
+def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
+    from bench.parts import variants
+    from bench.profile import app_client, cluster_view
+
+    admission = app_client(cluster_view()[0]).application.extensions["mpijob-webhook"].admission
+    served = (admission.rules, admission.mutations, list(admission.observers))
+    for endpoint, every in (("/validate", registry.RULES), ("/mutate", registry.MUTATIONS)):
+        for name, switch_off in variants(endpoint).items():
+            switch_back = switch_off(admission)
+            parts = admission.rules if endpoint == "/validate" else admission.mutations
+            if name.startswith(("rule ", "mutation ")):
+                part_id = name.split(" ", 1)[1]
+                assert [p.id for p in parts] == [p.id for p in every if p.id != part_id], name
+            elif name == "the audit log and metrics":
+                assert admission.observers == [], name
+            elif name:
+                assert len(parts) < len(every), name
+            switch_back()
+            assert (admission.rules, admission.mutations, list(admission.observers)) == served, name
