@@ -178,7 +178,7 @@ def _count(counter: str, *labels: str) -> None:
 
 def _flush_when_due(pending: deque[Any]) -> None:
     if len(pending) >= MAX_PENDING:
-        flush()
+        _flusher.flush()  # logs a failure rather than raising it into the request
     elif not _flusher.running:
         _flusher.start()
 

@@ -303,3 +303,18 @@ def test_tallies_stay_bounded_when_the_flush_thread_falls_behind(app, monkeypatc
     assert scraper.delta(now, "mpijob_webhook_requests_total", endpoint="validate", operation="CREATE",
                          decision="denied", dry_run="true") == 200
     assert scraper.delta(now, "mpijob_webhook_bad_requests_total", endpoint="validate", code="400") == 200
+
+
+def test_a_failing_flush_at_the_bound_does_not_change_the_answer(app, monkeypatch):
+    """The request that reaches MAX_PENDING flushes; if that fails, it is logged and the
+    request is answered as it would have been (here: a 400 for a malformed body, not a 500)."""
+    def broken() -> None:
+        raise RuntimeError("metrics storage unavailable")
+
+    monkeypatch.setattr(metrics, "MAX_PENDING", 1)
+    monkeypatch.setattr(metrics, "_metrics", broken)
+    answer = app.test_client().post("/validate", data=b"{not json", content_type="application/json")
+    assert answer.status_code == 400
+    assert answer.get_json()["reason"] == "BadRequest"
+    metrics._decisions.clear()
+    metrics._counts.clear()
