@@ -59,6 +59,9 @@ class Comparison:
     ours: Stats
     floor: Stats
     note: str = ""  # what the webhook answered (allowed, warnings, patch size, ...)
+    # Each pair of windows' own ratios (see ``Bench.compare``); the ratios above pool them all.
+    pair_ratios: tuple[float, ...] = ()
+    pair_p99_ratios: tuple[float, ...] = ()
 
     @property
     def throughput_ratio(self) -> float:
@@ -109,13 +112,22 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _comparisons(comparisons: Sequence[Comparison]) -> str:
-    header = ["endpoint", "payload", "conc.", "req/s", "floor req/s", "ratio", "p50 ms", "p95 ms", "p99 ms",
-              "floor p50", "floor p99", "p99 ratio", "CPU ms/req", "floor CPU ms/req", "client CPU"]
+    header = ["endpoint", "payload", "conc.", "req/s", "floor req/s", "ratio", "ratio per pair", "p50 ms", "p95 ms",
+              "p99 ms", "floor p50", "floor p99", "p99 ratio", "p99 ratio per pair", "CPU ms/req", "floor CPU ms/req",
+              "client CPU"]
     rows = [[c.endpoint, c.payload, c.concurrency, c.ours.throughput, c.floor.throughput, c.throughput_ratio,
-             c.ours.p50_ms, c.ours.p95_ms, c.ours.p99_ms, c.floor.p50_ms, c.floor.p99_ms, c.p99_ratio,
-             c.ours.server_cpu_ms, c.floor.server_cpu_ms, f"{max(c.ours.client_cpu, c.floor.client_cpu):.0%}"]
+             _spread(c.pair_ratios), c.ours.p50_ms, c.ours.p95_ms, c.ours.p99_ms, c.floor.p50_ms, c.floor.p99_ms,
+             c.p99_ratio, _spread(c.pair_p99_ratios), c.ours.server_cpu_ms, c.floor.server_cpu_ms,
+             f"{max(c.ours.client_cpu, c.floor.client_cpu):.0%}"]
             for c in comparisons]
     return _table(header, rows)
+
+
+def _spread(ratios: Sequence[float]) -> str:
+    """The lowest and highest of the pairs' ratios: how far apart single windows land."""
+    if not ratios:
+        return "n/a"
+    return f"{min(ratios):.2f} to {max(ratios):.2f}" if len(ratios) > 1 else f"{ratios[0]:.2f}"
 
 
 def _growth(rows: Sequence[dict[str, Any]], label: str, extra: Sequence[tuple[str, str]] = ()) -> str:
@@ -133,7 +145,8 @@ def render(report: Report) -> str:
     s = report.settings
     out.append(f"server: {s.get('layout')}, pinned to CPUs {s.get('server_cpus')}; "
                f"{s.get('generators')} load generator process(es) on CPUs {s.get('client_cpus')}; "
-               f"{s.get('seconds')} s per measurement after {s.get('warmup')} s warm-up; "
+               f"{s.get('seconds')} s per measurement after {s.get('warmup')} s warm-up, "
+               f"{s.get('pairs')} pairs of floor and ours measurements per comparison; "
                f"{s.get('namespaces')} namespaces cached")
     if report.main:
         out.append("\n## ours vs the floor (same gunicorn, TLS, Flask; the uid answered, no policy work)\n")

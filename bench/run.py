@@ -28,7 +28,7 @@ from typing import Any
 
 from bench import payloads as bodies
 from bench.cluster import Cluster, Counts
-from bench.load import Generators
+from bench.load import Generators, Result
 from bench.payloads import Payload
 from bench.report import Comparison, Report, Stats, render
 from bench.servers import ServerProcess
@@ -51,13 +51,14 @@ class Plan:
     rule_counts: tuple[int, ...]
     layouts: tuple[tuple[int, int], ...]
     payloads_per_endpoint: int | None  # in the per-payload table; None: all
+    pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
 
 
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
             rule_counts=(0, 10, 14), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
 # Every table, with the fewest rows that keep each code path working.
 QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
-             layouts=(), payloads_per_endpoint=1)
+             layouts=(), payloads_per_endpoint=1, pairs=2)
 
 
 def machine() -> dict[str, Any]:
@@ -145,6 +146,12 @@ class Bench:
     # --- measuring ----------------------------------------------------------------------------
     def measure(self, server: ServerProcess, load: list[Payload], concurrency: int,
                 cluster: Cluster | None = None) -> Stats:
+        return Stats.of(*self._window(server, load, concurrency, cluster))
+
+    def _window(self, server: ServerProcess, load: list[Payload], concurrency: int,
+                cluster: Cluster | None) -> tuple[Result, float, int | None]:
+        """One measured window: what the clients saw, the server's CPU seconds, and the reads
+        the API server answered meanwhile (when ``cluster`` is given)."""
         before = cluster.counts() if cluster else None
         result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
                                           concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds)
@@ -158,18 +165,46 @@ class Bench:
         if result.errors:
             raise RuntimeError(f"{server.name}: {result.errors} failed requests, first: {result.first_error}\n"
                                f"{server.output()[-3000:]}")
-        return Stats.of(result, cpu, api_reads)
+        return result, cpu, api_reads
 
     def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
                 payload: str, load: list[Payload], concurrency: int) -> Comparison:
-        """The floor first, then ours, back to back, so a change in background load hits both."""
-        floor_stats = self.measure(floor, load, concurrency)
-        ours_stats = self.measure(ours, load, concurrency, cluster)
-        comparison = Comparison(endpoint, payload, concurrency, ours_stats, floor_stats, describe(ours, load))
+        """The floor and ours in ``plan.pairs`` pairs of windows, back to back, the order
+        alternating (floor first, then ours first, ...), so that a change in the machine's speed
+        during the comparison hits both alike. Each side's windows are pooled (all their
+        latencies, all their requests over all their seconds); each pair's own ratios are kept,
+        to show how far one window can be trusted."""
+        windows: dict[str, list[tuple[Result, float, int | None]]] = {"floor": [], "ours": []}
+        for pair in range(self.plan.pairs):
+            turns = [("floor", floor, None), ("ours", ours, cluster)]
+            for side, server, counted in turns if pair % 2 == 0 else turns[::-1]:
+                windows[side].append(self._window(server, load, concurrency, counted))
+        pairs = tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
+                      for mine, theirs in zip(windows["ours"], windows["floor"]))
+        comparison = Comparison(endpoint, payload, concurrency, pooled(windows["ours"]), pooled(windows["floor"]),
+                                describe(ours, load), pair_ratios=tuple(p.throughput_ratio for p in pairs),
+                                pair_p99_ratios=tuple(p.p99_ratio for p in pairs))
+        ours_stats, floor_stats = comparison.ours, comparison.floor
         self.log(f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
                  f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
-                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x)")
+                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
+                 f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
         return comparison
+
+
+def pooled(windows: list[tuple[Result, float, int | None]]) -> Stats:
+    """One side's windows as one measurement: every latency, every request over every second."""
+    total = Result()
+    cpu, reads = 0.0, None
+    for result, server_cpu, api_reads in windows:
+        total.latencies += result.latencies
+        total.errors += result.errors
+        total.cpu_seconds += result.cpu_seconds
+        total.window += result.window
+        cpu += server_cpu
+        if api_reads is not None:
+            reads = (reads or 0) + api_reads
+    return Stats.of(total, cpu, reads)
 
 
 _DESCRIPTIONS: dict[tuple[int, bytes], str] = {}
@@ -334,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: every table, tiny sizes, short windows")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
+    parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "
+                                                  "alternating order (default 3; quick 2)")
     parser.add_argument("--namespaces", type=int, nargs="+", help="cluster sizes (default 1 1000 10000)")
     parser.add_argument("--workers", type=int, default=ServeOptions.workers, help="gunicorn workers (default %(default)s)")
     parser.add_argument("--threads", type=int, default=ServeOptions.threads, help="threads per worker (default %(default)s)")
@@ -350,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.seconds:
         plan = Plan(**{**asdict(plan), "seconds": args.seconds})
+    if args.pairs:
+        plan = Plan(**{**asdict(plan), "pairs": args.pairs})
     if args.namespaces:
         plan = Plan(**{**asdict(plan), "namespaces": tuple(sorted(args.namespaces))})
 
@@ -367,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
                            "server_cpus": sorted(bench.server_cpus) if bench.server_cpus else "any",
                            "client_cpus": sorted(bench.client_cpus) if bench.client_cpus else "any",
                            "generators": bench.generators.count, "seconds": plan.seconds, "warmup": plan.warmup,
+                           "pairs": plan.pairs,
                            "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT))}
         run(plan, bench, report, args.only)
     report.machine["load_after"] = round(os.getloadavg()[0], 2)

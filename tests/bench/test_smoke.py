@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from policies import registry
 from tests.conftest import ROOT
 
@@ -33,6 +35,9 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
         assert _finite(row["p99_ratio"]) and row["p99_ratio"] > 0, row
         assert row["ours"]["errors"] == 0 and row["floor"]["errors"] == 0
         assert row["ours"]["api_reads"] == 0  # answering never calls the API server
+        # Two pairs of windows in the quick plan; the pooled ratio is a weighted mean of theirs.
+        assert len(row["pair_ratios"]) == len(row["pair_p99_ratios"]) == 2, row
+        assert min(row["pair_ratios"]) - 1e-9 <= row["throughput_ratio"] <= max(row["pair_ratios"]) + 1e-9, row
     assert [row["payload"] for row in report["payloads"]] == ["large-job", "large-job", "50 objects to v1alpha2"]
     assert report["main"][0]["note"].startswith("allowed, 2 warnings")  # the policy did its work
 
@@ -48,6 +53,19 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
     assert replica["rss_mib"] > 0
     assert replica["api_reads_during_load"] == 0 and replica["load_phases"] > 0
     assert "| /validate | upstream examples | 8 |" in done.stdout  # the printed tables
+
+
+def test_a_sides_windows_pool_into_one_measurement() -> None:
+    from bench.load import Result
+    from bench.run import pooled
+
+    first = Result(latencies=[0.001] * 98 + [0.5, 0.5], cpu_seconds=0.2, window=2.0)
+    second = Result(latencies=[0.002] * 300, cpu_seconds=0.4, window=3.0)
+    stats = pooled([(first, 0.1, 0), (second, 0.3, None)])
+    assert stats.requests == 400 and stats.throughput == 80.0  # 400 requests over 5 seconds
+    assert stats.server_cpu_ms == 1.0  # 0.4 s of server CPU over 400 requests
+    assert stats.p50_ms == 2.0 and stats.p99_ms == 2.0  # the two slow ones are under 1 % of the pool
+    assert stats.client_cpu == pytest.approx(0.12) and stats.api_reads == 0
 
 
 def test_overhead_compares_each_endpoint_with_the_floor() -> None:
