@@ -85,7 +85,8 @@ def test_parts_says_what_switching_off_each_part_saves() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
     expected = {"the audit log and metrics", "every rule", "every mutation", "the cluster-aware rules together",
-                "the spec-only rules together", *(f"rule {r.id}" for r in registry.RULES),
+                "the spec-only rules together", "the nesting guard on the body", "the shape check",
+                "the shape check of the fields mutations touch", *(f"rule {r.id}" for r in registry.RULES),
                 *(f"mutation {m.id}" for m in registry.MUTATIONS)}
     assert set(rows) - {"switched off"} == expected
     headings = [line for line in done.stdout.splitlines() if line.startswith("## ")]
@@ -99,13 +100,27 @@ def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
     from bench.parts import variants
     from bench.profile import app_client, cluster_view
 
+    from policies import engine
+    from webhook import review
+
     admission = app_client(cluster_view()[0]).application.extensions["mpijob-webhook"].admission
-    served = (admission.rules, admission.mutations, list(admission.observers))
+    checks = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape)
+    served = (admission.rules, admission.mutations, list(admission.observers), checks)
+    malformed = {"spec": {"slotsPerWorker": "two"}}
+    assert review._nested_deeper_than(b"[[[]]]", 1) and engine.check_shape(malformed)
+    assert engine.check_mutation_shape(malformed, registry.MUTATIONS) == []  # not a field mutations touch
+    assert engine.check_mutation_shape({"spec": []}, registry.MUTATIONS)
     for endpoint, every in (("/validate", registry.RULES), ("/mutate", registry.MUTATIONS)):
         for name, switch_off in variants(endpoint).items():
             switch_back = switch_off(admission)
             parts = admission.rules if endpoint == "/validate" else admission.mutations
-            if name.startswith(("rule ", "mutation ")):
+            if name == "the nesting guard on the body":
+                assert not review._nested_deeper_than(b"[[[]]]", 1), name
+            elif name == "the shape check":
+                assert engine.check_shape(malformed) == [], name
+            elif name == "the shape check of the fields mutations touch":
+                assert engine.check_mutation_shape({"spec": []}, registry.MUTATIONS) == [], name
+            elif name.startswith(("rule ", "mutation ")):
                 part_id = name.split(" ", 1)[1]
                 assert [p.id for p in parts] == [p.id for p in every if p.id != part_id], name
             elif name == "the audit log and metrics":
@@ -113,4 +128,5 @@ def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
             elif name:
                 assert len(parts) < len(every), name
             switch_back()
-            assert (admission.rules, admission.mutations, list(admission.observers)) == served, name
+            now = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape)
+            assert (admission.rules, admission.mutations, list(admission.observers), now) == served, name
