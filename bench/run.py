@@ -3,7 +3,7 @@ an in-test API server holding 10,000 namespaces) against the floor (the same ser
 no policy work: it answers with the request's uid), under load from separate processes over
 kept-alive HTTPS connections.
 
-    python3 -m bench run                  # the full run (about 10 minutes), tables on stdout
+    python3 -m bench run                  # the full run (about 15 minutes), tables on stdout
     python3 -m bench run --quick          # a smoke run of every table (under a minute)
     python3 -m bench run --json out.json  # also keep every number
 
