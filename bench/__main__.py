@@ -1,7 +1,8 @@
 """``python3 -m bench run [--quick] [...]`` (see ``bench.run``) and
 ``python3 -m bench profile /validate [...]`` (see ``bench.profile``) and
 ``python3 -m bench overhead [...]`` (see ``bench.overhead``) and
-``python3 -m bench parts [...]`` (see ``bench.parts``)."""
+``python3 -m bench parts [...]`` (see ``bench.parts``) and
+``python3 -m bench instructions [...]`` (see ``bench.instructions``)."""
 from __future__ import annotations
 
 import sys
@@ -10,11 +11,12 @@ USAGE = """usage: python3 -m bench run [--quick] [--json FILE] [...]   load test
        python3 -m bench profile /validate [...]             where one request's time goes
        python3 -m bench overhead [...]                      in-process CPU per request, ours vs the floor
        python3 -m bench parts [...]                         what each rule, mutation and observer costs in a request
+       python3 -m bench instructions [...]                  instructions per request, ours vs the floor (valgrind)
 (add --help to either for the options)"""
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("run", "profile", "overhead", "parts"):
+    if not argv or argv[0] not in ("run", "profile", "overhead", "parts", "instructions"):
         print(USAGE, file=sys.stderr)
         return 2
     if argv[0] == "run":
@@ -23,8 +25,10 @@ def main(argv: list[str]) -> int:
         from bench.profile import main as command
     elif argv[0] == "overhead":
         from bench.overhead import main as command
-    else:
+    elif argv[0] == "parts":
         from bench.parts import main as command
+    else:
+        from bench.instructions import main as command
     return command(argv[1:])
 
 

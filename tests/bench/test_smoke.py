@@ -130,3 +130,27 @@ def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
             switch_back()
             now = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape)
             assert (admission.rules, admission.mutations, list(admission.observers), now) == served, name
+
+
+CALLGRIND_OUT = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+cmd: python3 -m bench.instructions --child ours /validate 300
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+fn=(1) main
+1 5 2 1 0 0 0 0 0 0
+summary: 4631172736 1329163018 752050988 61190710 42979424 11706138 30513 154504 944092
+totals: 4631172734 1329163018 752050988 61190709 42979424 11706138 30512 154504 944092
+"""
+
+
+def test_instructions_per_request_are_the_difference_of_two_runs_over_the_requests() -> None:
+    from bench.instructions import PerRequest, counts
+
+    busy = counts(CALLGRIND_OUT)
+    assert busy["Ir"] == 4631172736 and busy["D1mw"] == 11706138  # the summary line, by event name
+    idle = {**busy, "Ir": busy["Ir"] - 600, "I1mr": busy["I1mr"] - 30, "D1mr": busy["D1mr"] - 9, "D1mw": busy["D1mw"] - 3}
+    assert PerRequest.between(idle, busy, 3) == PerRequest(instructions=200, instruction_cache_misses=10,
+                                                           data_cache_misses=4)
+    with pytest.raises(ValueError, match="not a callgrind output"):
+        counts("events: Ir Dr\nsummary: 1\n")
