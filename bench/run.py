@@ -387,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.seconds:
         plan = Plan(**{**asdict(plan), "seconds": args.seconds})
-    if args.pairs:
+    if args.pairs is not None:
+        if args.pairs < 1:
+            parser.error("--pairs must be at least 1")
         plan = Plan(**{**asdict(plan), "pairs": args.pairs})
     if args.namespaces:
         plan = Plan(**{**asdict(plan), "namespaces": tuple(sorted(args.namespaces))})

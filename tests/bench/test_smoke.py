@@ -55,6 +55,12 @@ def test_quick_run_reports_every_table(tmp_path: Path) -> None:
     assert "| /validate | upstream examples | 8 |" in done.stdout  # the printed tables
 
 
+def test_a_run_needs_at_least_one_pair_of_windows() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "--quick", "--pairs", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--pairs must be at least 1" in done.stderr
+
+
 def test_a_sides_windows_pool_into_one_measurement() -> None:
     from bench.load import Result
     from bench.run import pooled
