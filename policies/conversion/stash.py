@@ -167,6 +167,24 @@ def replay(obj: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence[Sequ
     return tree.root, all(fresh)
 
 
+def _guards(derived: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence[Sequence[Path]]) -> list[Edit]:
+    """For each coupled group that ``edits`` touch, its other fields as ``derived`` holds them,
+    as edits that change nothing when replayed. They make the group stale once any of its fields
+    changed in the other version, also one no edit was recorded for: v1alpha1's ``replicas``
+    equal to the derived worker count beside a stashed ``gpus``, then the workers edited in
+    v2beta1, must not bring ``gpus`` back over the new count."""
+    guards: list[Edit] = []
+    for prefixes in coupled:
+        if not any(prefix_related(path, prefix) for path, _, _ in edits for prefix in prefixes):
+            continue
+        for prefix in prefixes:
+            if "*" in prefix or any(prefix_related(path, prefix) for path, _, _ in (*edits, *guards)):
+                continue  # a field an edit covers already, or a pattern naming no one field
+            value = get(derived, prefix)
+            guards.append((tuple(prefix), digest(value), value))
+    return guards
+
+
 def _coupled_members(edits: Sequence[Edit], coupled: Sequence[Sequence[Path]]) -> list[list[int]]:
     """Indices of the edits in each coupled group; groups sharing an edit are merged."""
     groups: list[set[int]] = []
@@ -263,8 +281,9 @@ def convert(
     if edits:
         result, restored = replay(result, edits, coupled.get(target, ()))
     lost: list[Edit] = []  # what the source form loses in the target form (its apiVersion aside)
-    _diff_maps(backward(result).obj, clean, (), lost, ignored="apiVersion")
+    source_form = backward(result).obj
+    _diff_maps(source_form, clean, (), lost, ignored="apiVersion")
     if lost:
-        stash[source] = lost
+        stash[source] = lost + _guards(source_form, lost, coupled.get(source, ()))
     result = with_stash(result, stash)  # both derivations and replay return a fresh top level
     return Converted(result, derived.notes, restored, tuple([path for path, _, value in lost if value is not ABSENT]))
