@@ -19,6 +19,7 @@ version, so a chain v1alpha1 → v2beta1 → v1 → v2beta1 → v1alpha1 gives b
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -174,15 +175,25 @@ def _guards(derived: Mapping[str, Any], edits: Sequence[Edit], coupled: Sequence
     equal to the derived worker count beside a stashed ``gpus``, then the workers edited in
     v2beta1, must not bring ``gpus`` back over the new count."""
     guards: list[Edit] = []
+    for field in _guarded_fields(tuple(coupled), tuple(path for path, _, _ in edits)):
+        value = get(derived, field)
+        guards.append((field, digest(value), value))
+    return guards
+
+
+# Which fields to guard depends only on the coupled groups and the paths edited, and the same
+# few combinations come back conversion after conversion: worked out once for each.
+@functools.lru_cache(maxsize=256)
+def _guarded_fields(coupled: tuple[tuple[Path, ...], ...], paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    fields: list[Path] = []
     for prefixes in coupled:
-        if not any(prefix_related(path, prefix) for path, _, _ in edits for prefix in prefixes):
+        if not any(prefix_related(path, prefix) for path in paths for prefix in prefixes):
             continue
         for prefix in prefixes:
-            if "*" in prefix or any(prefix_related(path, prefix) for path, _, _ in (*edits, *guards)):
+            if "*" in prefix or any(prefix_related(path, prefix) for path in (*paths, *fields)):
                 continue  # a field an edit covers already, or a pattern naming no one field
-            value = get(derived, prefix)
-            guards.append((tuple(prefix), digest(value), value))
-    return guards
+            fields.append(tuple(prefix))
+    return tuple(fields)
 
 
 def _coupled_members(edits: Sequence[Edit], coupled: Sequence[Sequence[Path]]) -> list[list[int]]:
