@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from policies.cluster import NO_CLUSTER, ClusterView, StaticClusterView
-from policies.config import parse_policy
-from policies.policy import Policy
+from policies.cluster_view import NO_CLUSTER, ClusterView, StaticClusterView
+from policies.config.reader import parse_policy
+from policies.config.layered_policy import Policy
 from tests.conftest import UPSTREAM, captured_reviews, load_yaml_documents
-from tests.crd import as_api_server_sends
-from tests.kube_objects import (RUNNING, container_limits, local_queue, namespace, node, pod_limits,
+from testing.crd import as_api_server_sends
+from testing.kube_objects import (RUNNING, container_limits, local_queue, namespace, node, pod_limits,
                                 resource_quota, stored_mpijob)
-from tests.webhook.app_client import Webhook, webhook
+from testing.app_client import Webhook, webhook
 from webhook.review import MAX_BODY_BYTES
 
 RESPONSES = Path(__file__).resolve().parent / "responses"

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from policies.config import PolicyError, PolicyProblem, default_policy, parse_policy
-from policies.policy import DEFAULT_WEBHOOK_NAMESPACE, Policy
+from policies.config import PolicyError, PolicyProblem
+from policies.config.reader import default_policy, parse_policy
+from policies.config.layered_policy import DEFAULT_WEBHOOK_NAMESPACE, Policy
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)

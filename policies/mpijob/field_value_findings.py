@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Sequence
 
-from policies.base import Finding, Problem
+from policies.interface import Finding, Problem
 
 
 def quoted(values: Iterable[str]) -> str:

@@ -1,4 +1,4 @@
-"""Watch-backed caches of the cluster state the cluster-aware rules read (``policies.cluster``).
+"""Watch-backed caches of the cluster state the cluster-aware rules read (``policies.cluster_view``).
 
 One thread per kind lists it with the real ``kubernetes`` client (paginated), then watches from
 the list's resourceVersion (with bookmarks). A watch that ends is resumed from the last version
@@ -33,7 +33,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from policies.cluster import NO_CLUSTER, ClusterView, StaticClusterView
+from policies.cluster_view import NO_CLUSTER, ClusterView, StaticClusterView
 from webhook.runtime import ReadinessCheck
 
 log = logging.getLogger(__name__)

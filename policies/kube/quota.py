@@ -2,7 +2,7 @@
 what it charges (usage names), and what other jobs of the namespace are about to charge.
 
 Mirrors kube-apiserver's quota admission (``pkg/quota/v1/evaluator/core/pods.go``): usage is
-derived from the pod's effective requests and limits (``policies.resources``); a quota with
+derived from the pod's effective requests and limits (``policies.kube.pod_resources``); a quota with
 scopes counts only the pods all its scopes match; object counts such as
 ``count/mpijobs.kubeflow.org`` are charged only by quotas without scopes.
 """
@@ -14,10 +14,10 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from policies.cluster import SnapshotMemo
-from policies.jobs import GROUP, LAUNCHER, WORKER, pod_spec, spec
-from policies.quantities import is_extended
-from policies.resources import (
+from policies.cluster_view import SnapshotMemo
+from policies.mpijob.reading import GROUP, LAUNCHER, WORKER, pod_spec, spec
+from policies.kube.quantities import is_extended
+from policies.kube.pod_resources import (
     HUGEPAGES_PREFIX,
     ContainerResources,
     JobPods,

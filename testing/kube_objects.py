@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.builders import mpijob
+from testing.builders import mpijob
 
 
 def resource_quota(name: str, hard: dict[str, Any], used: dict[str, Any] | None = None, *,

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.hints import closest
-from policies.shape import mpijob_schema
+from policies.messages import closest
+from policies.mpijob.crd_type_check import mpijob_schema
 
 _HINT_DEPTH = 3  # how deep below the parent to look for a field of the same name
 

@@ -14,7 +14,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, NamedTuple
 
-from policies.base import Finding, Problem
+from policies.interface import Finding, Problem
 
 RULE_ID = "object-shape"
 
@@ -48,7 +48,7 @@ OBJECT_META = {
 
 @cache
 def mpijob_schema() -> Mapping[str, Any]:
-    text = resources.files("policies").joinpath("schema/mpijob-v2beta1.json").read_text()
+    text = resources.files("policies.mpijob").joinpath("schema/mpijob-v2beta1.json").read_text()
     return json.loads(text)
 
 

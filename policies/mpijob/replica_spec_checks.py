@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.base import Finding, Problem
-from policies.field_checks import not_supported
-from policies.jobs import pod_spec, replica_path
+from policies.interface import Finding, Problem
+from policies.mpijob.field_value_findings import not_supported
+from policies.mpijob.reading import pod_spec, replica_path
 
 # What the MPI operator accepts for ReplicaSpec.restartPolicy; unset means its default
 # (OnFailure for the launcher, Never for workers).

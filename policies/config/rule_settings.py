@@ -2,16 +2,16 @@
 parameters, plus the few engine-wide switches.
 
 Each rule and mutation declares its own ``Params`` dataclass (with the defaults); this module
-only holds them together. ``Settings.defaults()`` is the embedded policy the webhook serves
+only holds them together. ``policies.registry.default_settings()`` is the embedded policy the webhook serves
 with when the admin gives none.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from policies.base import Action, Mutation, Rule
+from policies.interface import Action
 
 
 @dataclass(frozen=True)
@@ -34,17 +34,6 @@ class Settings:
     # through with a warning that they were skipped, DENY refuses it (fail closed).
     cluster_unavailable: Action = Action.WARN
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def defaults(cls, rules: Sequence[Rule] | None = None, mutations: Sequence[Mutation] | None = None) -> Settings:
-        """Every rule (mutation) of the registry, or of the ones given, at its defaults."""
-        from policies.registry import MUTATIONS, RULES
-
-        return cls(
-            rules={r.id: RuleConfig(r.default_action, r.Params()) for r in (RULES if rules is None else rules)},
-            mutations={m.id: MutationConfig(m.enabled_by_default, m.Params())
-                       for m in (MUTATIONS if mutations is None else mutations)},
-        )
 
     def params(self, ident: str) -> Any:
         if ident in self.rules:

@@ -7,10 +7,11 @@ import json
 import uuid
 from typing import Any
 
-from policies.base import Mutated, Mutation, RuleContext
-from policies.cluster import NO_CLUSTER, ClusterView
+from policies.interface import Mutated, Mutation, RuleContext
+from policies.cluster_view import NO_CLUSTER, ClusterView
 from policies.mutations.edits import WorkingCopy
-from policies.settings import Settings
+from policies.config.rule_settings import Settings
+from policies.registry import default_settings
 
 
 def mpijob(name: str = "pi", *, workers: int | None = 2, slots: int | None = 1, image: str = "mpioperator/mpi-pi:openmpi",
@@ -74,7 +75,7 @@ def context(job: dict[str, Any], *, settings: Settings | None = None, cluster: C
             name: str | None = None, generated_name: bool = False) -> RuleContext:
     return RuleContext(operation=operation, job=job, namespace=namespace,
                        name=name if name is not None else job.get("metadata", {}).get("name", ""),
-                       settings=settings or Settings.defaults(), cluster=cluster, old_job=old,
+                       settings=settings or default_settings(), cluster=cluster, old_job=old,
                        generated_name=generated_name)
 
 

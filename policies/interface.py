@@ -12,8 +12,8 @@ from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from policies.cluster import ClusterView
-    from policies.settings import Settings
+    from policies.cluster_view import ClusterView
+    from policies.config.rule_settings import Settings
 
 _T = TypeVar("_T")
 
@@ -148,7 +148,7 @@ class Mutation(Protocol):
     Params: ClassVar[type]
     enabled_by_default: ClassVar[bool]
     # Optional ``fields``: the paths of the map keys it reads and writes, so /mutate type-checks
-    # only those (policies.mutations.shape); without it the whole object is checked.
+    # only those (policies.mutations.mutated_fields_check); without it the whole object is checked.
 
     def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
         """Edit ``job``, the engine's ``WorkingCopy``: it shares every subtree with the request, so

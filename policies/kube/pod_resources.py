@@ -26,10 +26,10 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from policies.base import RuleContext
-from policies.cluster import SnapshotMemo
-from policies.jobs import REPLICA_TYPES, WORKER, pod_spec, replica_count, replica_path, replica_specs
-from policies.quantities import format_quantity, is_extended, quantity_or_none
+from policies.interface import RuleContext
+from policies.cluster_view import SnapshotMemo
+from policies.mpijob.reading import REPLICA_TYPES, WORKER, pod_spec, replica_count, replica_path, replica_specs
+from policies.kube.quantities import format_quantity, is_extended, quantity_or_none
 
 Resources = dict[str, Decimal]
 # Where a value came from: "" for the container spec, else the LimitRange that defaulted it.

@@ -9,10 +9,11 @@ from typing import Any, ClassVar
 
 from flask.testing import FlaskClient
 
-from policies.base import Action, Finding, Mutated, Mutation, NoParams, Rule, RuleContext
-from policies.cluster import NO_CLUSTER, ClusterView
-from policies.policy import Policy
-from policies.settings import MutationConfig, RuleConfig, Settings
+from policies.interface import Action, Finding, Mutated, Mutation, NoParams, Rule, RuleContext
+from policies.cluster_view import NO_CLUSTER, ClusterView
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import MutationConfig, RuleConfig, Settings
+from policies.registry import default_settings
 from webhook import create_app
 from webhook.admission import Admission, Decision
 from webhook.runtime import Runtime
@@ -57,7 +58,7 @@ def webhook(*, rules: Sequence[Rule] | None = None, mutations: Sequence[Mutation
 
 
 def settings_of(rules: Sequence[Rule] | None, mutations: Sequence[Mutation] | None) -> Settings:
-    registry = Settings.defaults()
+    registry = default_settings()
     return Settings(
         rules=registry.rules if rules is None else {r.id: RuleConfig(r.default_action, r.Params()) for r in rules},
         mutations=registry.mutations if mutations is None else {

@@ -14,7 +14,7 @@ from typing import Any
 from policies.conversion import stash
 from policies.conversion.notes import PROBLEMS_ANNOTATION, Note, record
 from policies.conversion.tree import Path, mapping
-from policies.jobs import HUB_API_VERSION
+from policies.mpijob.reading import HUB_API_VERSION
 
 DEFAULT_GPUS_PER_NODE = 8
 

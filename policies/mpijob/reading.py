@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from policies.base import RuleContext
+    from policies.interface import RuleContext
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"

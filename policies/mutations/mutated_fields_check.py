@@ -2,7 +2,7 @@
 
 Each mutation declares those fields (``fields``: paths of map keys from the object's root) and
 the check is derived from the declarations of the mutations that run, against the part of the
-CRD schema that covers them (``policies.shape.fields_check``). A field elsewhere of the wrong
+CRD schema that covers them (``policies.mpijob.crd_type_check.fields_check``). A field elsewhere of the wrong
 type (a container given as a string) is not the mutations' concern: they never read it, and
 the API server's schema validation and the validating webhook refuse it with its path. A
 mutation that declares nothing gets the whole object checked, so a forgotten declaration costs
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from policies.base import Finding, Mutation
-from policies.shape import FieldPath, check_shape, fields_check
+from policies.interface import Finding, Mutation
+from policies.mpijob.crd_type_check import FieldPath, check_shape, fields_check
 
 
 def check_mutation_shape(job: Any, mutations: Sequence[Mutation]) -> list[Finding]:

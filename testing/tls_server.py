@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from testing.reference_data import ROOT
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0

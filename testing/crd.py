@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tests.conftest import UPSTREAM
+from testing.reference_data import UPSTREAM
 
 CRD_FILE = UPSTREAM / "crd" / "mpijobs-v2beta1.yaml"
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}

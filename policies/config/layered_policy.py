@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from policies.base import Action
-from policies.selector import NAMESPACE_NAME_LABEL, LabelSelector
-from policies.settings import Settings
+from policies.interface import Action
+from policies.kube.label_selectors import NAMESPACE_NAME_LABEL, LabelSelector
+from policies.config.rule_settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,15 @@ class Override:
         return namespace_matches(self.namespaces, namespace)
 
 
+def _registry_defaults() -> Settings:
+    from policies.registry import default_settings  # the registry imports every rule: only when needed
+
+    return default_settings()
+
+
 @dataclass(frozen=True)
 class Policy:
-    settings: Settings = field(default_factory=Settings.defaults)
+    settings: Settings = field(default_factory=_registry_defaults)
     exempt_namespaces: frozenset[str] = DEFAULT_EXEMPT_NAMESPACES
     overrides: tuple[Override, ...] = ()
     # Settings per set of matching overrides: only a handful of distinct sets ever occur.
