@@ -55,7 +55,8 @@ def parse_conversion_review(doc: Any) -> ConversionRequest:
 def _failure(index: int, obj: Any, error: str) -> str:
     """Which object failed, as precisely as the object allows."""
     if isinstance(obj, Mapping):
-        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        found = obj.get("metadata")
+        metadata = found if isinstance(found, Mapping) else {}
         name = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name")) if p)
         if name:
             return f"objects[{index}] ({obj.get('apiVersion')} {obj.get('kind')} {name}): {error}"

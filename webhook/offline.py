@@ -97,7 +97,8 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
     nodes: list[Any] = []
     for source, index, obj in objects:
         kind = obj["kind"]
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        metadata = obj.get("metadata")
+        meta = metadata if isinstance(metadata, Mapping) else {}
         namespace = meta.get("namespace") or default_namespace
         if kind == "ResourceQuota":
             quotas.setdefault(namespace, []).append(obj)
@@ -144,7 +145,8 @@ class Checker:
 
     def check(self, obj: Mapping[str, Any], source: str, index: int) -> dict[str, Any]:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        metadata = obj.get("metadata")
+        meta = metadata if isinstance(metadata, Mapping) else {}
         result: dict[str, Any] = {
             "source": source, "document": index, "apiVersion": obj["apiVersion"], "kind": obj["kind"],
             "namespace": meta.get("namespace") or self.namespace,
@@ -159,7 +161,7 @@ class Checker:
             pruned = [{"path": p.path, "message": p.message, "suggestion": p.suggestion} for p in removed]
         return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
 
-    def _admit(self, obj: dict[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
+    def _admit(self, obj: Mapping[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
         mutating = self._call("mutate", obj, group, version, namespace)
         mutation = mutating[1].mutation
         patch: list[dict[str, Any]] = []
@@ -180,9 +182,9 @@ class Checker:
         warnings = [*mutating[0].get("warnings", []), *validating[0].get("warnings", [])]
         return _outcome(validating, findings, list(verdict.skipped) if verdict else [], warnings, mutations)
 
-    def _call(self, endpoint: str, obj: dict[str, Any], group: str, version: str,
+    def _call(self, endpoint: str, obj: Mapping[str, Any], group: str, version: str,
               namespace: str) -> tuple[dict[str, Any], Decision]:
-        review = {
+        review: dict[str, Any] = {
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
                 "uid": f"check-{endpoint}", "operation": "CREATE", "namespace": namespace,
@@ -199,7 +201,7 @@ class Checker:
         return answer["response"], self._decisions[-1]
 
 
-def _stable(patch: list[dict[str, Any]], original: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+def _stable(patch: list[dict[str, Any]], original: Mapping[str, Any], result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The patch ordered by path, when that order gives the same result: the order of
     independent operations follows Python's hash seed, and CI diffs reports across runs."""
     ordered = sorted(patch, key=lambda op: op["path"])

@@ -127,7 +127,7 @@ def deny_findings(
 
 def audit_annotations(verdict: Verdict) -> dict[str, str]:
     """Keys become ``<webhook name>/<key>`` on the API server, so they must be plain names."""
-    fired: dict[str, dict[str, None]] = {}  # rule ids by action, each once, in order of firing
+    fired: dict[Action, dict[str, None]] = {}  # rule ids by action, each once, in order of firing
     for outcome in verdict.outcomes:
         rules = fired.get(outcome.action)
         if rules is None:

@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
             where = f"{error.source}[{error.document}]" if error.document is not None else error.source
             errors.append(f"{where}: {error.message}")
     if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
+        for message in errors:
+            print(f"error: {message}", file=sys.stderr)
         return 2
     attention = False
     for item in converted:
@@ -157,7 +157,8 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     """Without the annotations only the webhook's stored objects need."""
     metadata = obj.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    if not isinstance(annotations, dict) or not ({STASH_ANNOTATION, PROBLEMS_ANNOTATION} & annotations.keys()):
+    if not isinstance(metadata, dict) or not isinstance(annotations, dict) or \
+            not ({STASH_ANNOTATION, PROBLEMS_ANNOTATION} & annotations.keys()):
         return obj
     kept = {k: v for k, v in annotations.items() if k not in (STASH_ANNOTATION, PROBLEMS_ANNOTATION)}
     clean_metadata = {k: v for k, v in metadata.items() if k != "annotations"}
