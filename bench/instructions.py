@@ -1,8 +1,8 @@
 """Instructions per request, counted by valgrind's callgrind: the same count for the same code
 whatever else the machine is doing, so a change of a few µs shows where timings drown in noise.
 
-    python3 -m bench instructions                       # /validate, /mutate, /convert: about 6 minutes
-    python3 -m bench instructions /validate --requests 300
+    python3 -m bench profile --mode instructions  # /validate, /mutate, /convert: about 6 minutes
+    python3 -m bench profile --mode instructions /validate --requests 300
 
 For each endpoint, the floor's app and ours (as ``serve`` builds it, with one benchmark
 namespace's cluster state) each answer the payloads in-process in two runs under callgrind: a
@@ -105,7 +105,7 @@ def report(endpoint: str, per: Mapping[str, PerRequest]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench instructions", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode instructions", description=__doc__.split("\n\n")[0])
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}", help="default: all three")
     parser.add_argument("--requests", type=int, default=300, help="requests counted per run (default 300)")
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "ENDPOINT", "REQUESTS"), help=argparse.SUPPRESS)

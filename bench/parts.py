@@ -1,8 +1,8 @@
 """What each part of the webhook costs where it runs: inside a request, after Flask, the
 envelope and the other rules have passed through the CPU's caches.
 
-    python3 -m bench parts                     # /validate and /mutate, about a minute
-    python3 -m bench parts /mutate --rounds 40
+    python3 -m bench profile --mode parts  # /validate and /mutate, about a minute
+    python3 -m bench profile --mode parts /mutate --rounds 40
 
 A part timed in a loop of itself costs a third to a half of what it costs inside a request (the
 loop keeps its code and data in the caches), so loop timings mislead about where a request's
@@ -125,7 +125,7 @@ def report(endpoint: str, medians: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench parts", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode parts", description=__doc__.split("\n\n")[0])
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate}", help="default: both")
     parser.add_argument("--requests", type=int, default=200, help="requests per client per round (default 200)")
     parser.add_argument("--rounds", type=int, default=31, help="rounds; the median counts (default 31)")
