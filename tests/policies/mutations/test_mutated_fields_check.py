@@ -21,7 +21,7 @@ from policies.mutations.mutated_fields_check import check_mutation_shape, declar
 from policies.registry import MUTATIONS, default_settings
 from policies.mpijob.crd_type_check import _checked_schema, check_shape, narrowed
 from testing.builders import context, mpijob
-from tests.policies.test_shape_fast_path import JOBS, JSON, UNUSUAL, _paths, _schema_at, _shaped
+from tests.policies.test_crd_type_check_fast_path import JOBS, JSON, UNUSUAL, _paths, _schema_at, _shaped
 
 WORKER = ("spec", "mpiReplicaSpecs", "Worker", "template")
 LAUNCHER = ("spec", "mpiReplicaSpecs", "Launcher", "template")
