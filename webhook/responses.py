@@ -52,6 +52,7 @@ class StatusBody(TypedDict):
     code: int
     reason: str
     message: str
+    details: NotRequired[dict[str, Any]]  # e.g. retryAfterSeconds
 
 
 class AdmissionResponse(TypedDict):
