@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -13,15 +14,24 @@ from hypothesis import HealthCheck, settings
 pytest_plugins = ("tests.tls_server",)
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT.parent / "shared" / "reference"
-CAPTURED = REFERENCE / "captured"
-UPSTREAM = REFERENCE / "upstream"
+# The recorded requests and upstream manifests the tests, benchmarks and examples read: in the
+# repository itself (tests/data/README.md says where each group comes from), so a plain clone tests.
+DATA = ROOT / "tests" / "data"
+CAPTURED = DATA / "captured"
+UPSTREAM = DATA / "upstream"
+TRAINER = DATA / "trainer"
 
 settings.register_profile("default", max_examples=100, deadline=None)
 settings.register_profile(
     "ci", max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def console_script(name: str = "mpijob-webhook") -> Path:
+    """The console script installed beside the running interpreter (the checkout's .venv in the
+    quickstart), not whichever one PATH happens to find first."""
+    return Path(sysconfig.get_path("scripts")) / name
 
 
 def load_yaml_documents(path: Path) -> list[dict]:
@@ -34,10 +44,3 @@ def captured_reviews() -> dict[str, dict]:
 
 def upstream_v2beta1_jobs() -> dict[str, dict]:
     return {p.name: load_yaml_documents(p)[0] for p in sorted((UPSTREAM / "v2beta1").glob("*.yaml"))}
-
-
-@pytest.fixture(scope="session")
-def reference_dir() -> Path:
-    if not REFERENCE.is_dir():
-        pytest.fail(f"reference material not found at {REFERENCE}: clone next to shared/")
-    return REFERENCE
