@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +16,17 @@ from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
 LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+
+
+# The sample AdmissionReview of the checkout this runs from (an editable install, as the README's
+# quickstart makes); an installed wheel carries no examples/ and prints no sample.
+SAMPLE_REVIEW = Path(__file__).resolve().parents[2] / "examples" / "review-pi.json"
+
+
+def sample_curl(ca_file: Path, review: Path, port: int) -> str:
+    """One line to paste; given absolute paths, it works from whatever directory it is pasted in."""
+    return (f"curl --cacert {shlex.quote(str(ca_file))} -H 'Content-Type: application/json' "
+            f"--data @{shlex.quote(str(review))} https://localhost:{port}/validate")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
         print(f"development CA: {bundle.ca_file}", flush=True)
-        print(f"try: curl --cacert {bundle.ca_file} -H 'Content-Type: application/json' "
-              f"--data @examples/review-pi.json https://localhost:{args.port}/validate", flush=True)
+        if SAMPLE_REVIEW.is_file():
+            print("send it the sample review (from any directory):", flush=True)
+            print(sample_curl(bundle.ca_file.resolve(), SAMPLE_REVIEW, args.port), flush=True)
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
         args.parser.error(f"--kubeconfig {args.kubeconfig} does not exist or is not a file")
     for path in (args.cert_file, args.key_file):
