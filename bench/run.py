@@ -366,7 +366,8 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--quick", action="store_true", help="a smoke run: every table, tiny sizes, short windows")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "

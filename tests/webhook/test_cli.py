@@ -1,0 +1,134 @@
+"""The command line as a newcomer meets it: ``--version``, mistakes answered by the command they
+were made in, no guessing of abbreviated options, and a closed pipe that ends quietly."""
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, UPSTREAM, console_script
+from webhook.cli import CLOSED_PIPE_EXIT, build_parser, main
+
+PI = UPSTREAM / "v2beta1" / "pi.yaml"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    captured = capsys.readouterr()
+    return int(exited.value.code or 0), captured.out, captured.err
+
+
+def all_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases name one parser twice
+                yield from all_parsers(sub)
+
+
+# --- --version --------------------------------------------------------------------------------
+def test_version_names_the_installed_release(capsys: pytest.CaptureFixture[str]):
+    from importlib.metadata import version
+
+    code, out, err = run_cli(capsys, "--version")
+    assert (code, out, err) == (0, f"mpijob-webhook {version('mpijob-webhook')}\n", "")
+
+
+def test_the_console_script_answers_version_too():
+    done = subprocess.run([str(console_script()), "--version"], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.split()[0], done.stderr) == (0, "mpijob-webhook", "")
+
+
+# --- unknown and abbreviated options ----------------------------------------------------------
+@pytest.mark.parametrize(("argv", "usage"), [
+    (["check", str(PI), "--bogus"], "usage: mpijob-webhook check "),
+    (["convert", "--bogus", str(PI)], "usage: mpijob-webhook convert "),
+    (["serve", "--dev", "--bogus"], "usage: mpijob-webhook serve "),
+    (["certs", "--service", "s", "--namespace", "n", "--out", "x", "--bogus"], "usage: mpijob-webhook certs "),
+    (["policy", "schema", "--bogus"], "usage: mpijob-webhook policy schema "),
+    (["policy", "show", "f.yaml", "--namespace", "a", "--bogus"], "usage: mpijob-webhook policy show "),
+])
+def test_an_unknown_option_is_reported_with_its_commands_usage(capsys: pytest.CaptureFixture[str],
+                                                               argv: list[str], usage: str):
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(usage), err
+    prog = usage.removeprefix("usage: ").strip()
+    assert err.rstrip().endswith(f"{prog}: error: unrecognized arguments: --bogus"), err
+
+
+def test_an_unknown_option_before_the_command_gets_the_top_level_usage(capsys: pytest.CaptureFixture[str]):
+    code, _, err = run_cli(capsys, "--bogus", "check", str(PI))
+    assert code == 2 and err.startswith("usage: mpijob-webhook [-h] [--version] COMMAND")
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["check", "--policy", "x.yaml", str(PI)], "unrecognized arguments: --policy"),  # was --policy-file
+    (["check", "--cluster", "x.yaml", str(PI)], "unrecognized arguments: --cluster"),
+    (["convert", "--keep", str(PI)], "unrecognized arguments: --keep"),
+    (["serve", "--dev", "--work", "0"], "unrecognized arguments: --work 0"),
+    (["policy", "show", "f.yaml", "--name", "a"], "the following arguments are required: --namespace"),
+    (["--vers"], "the following arguments are required: COMMAND"),  # was --version
+])
+def test_abbreviated_options_are_not_guessed(capsys: pytest.CaptureFixture[str], argv: list[str], refused: str):
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.rstrip().endswith(f"error: {refused}"), err
+
+
+def test_no_parser_of_the_command_line_accepts_abbreviations():
+    parsers = list(all_parsers(build_parser()))
+    assert len(parsers) == 10  # mpijob-webhook, 5 commands, policy's 4 actions
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+
+
+CONSTRUCTOR = "ArgumentParser" + "("  # split, or this file would be one of those it looks for
+
+
+def argument_parsers_in(path: Path) -> Iterator[ast.Call]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ArgumentParser":
+            yield node
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for folder in ("bench", "tests", "tools", "webhook",
+                                                                              "certs", "policies")
+                                        for p in (ROOT / folder).rglob("*.py")
+                                        if CONSTRUCTOR in p.read_text()))
+def test_every_other_argument_parser_refuses_abbreviations(path: str):
+    calls = list(argument_parsers_in(ROOT / path))
+    assert calls
+    for call in calls:
+        keywords = {k.arg: k.value for k in call.keywords}
+        assert isinstance(keywords.get("allow_abbrev"), ast.Constant) and keywords["allow_abbrev"].value is False, (
+            f"{path}:{call.lineno}")
+
+
+# --- a closed pipe ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("output", "first_line"), [("json", b"{\n"), ("text", f"{PI}[0] MPIJob ".encode())])
+def test_a_reader_that_stops_early_ends_the_command_quietly(output: str, first_line: bytes):
+    """``check -o json … | head -1``: the reader leaves after one line, long before the report
+    (several hundred KiB, far more than a pipe holds) is written."""
+    command = [sys.executable, "-m", "webhook", "check", "-o", output, *[str(PI)] * 300]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # what head does once it has its line
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=120)
+    assert first.startswith(first_line)
+    assert err == ""
+    assert code == CLOSED_PIPE_EXIT
+
+
+def test_the_whole_report_still_ends_normally_without_a_closed_pipe():
+    done = subprocess.run([sys.executable, "-m", "webhook", "check", "-o", "json", *[str(PI)] * 300],
+                          cwd=ROOT, capture_output=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert len(done.stdout) > 256 * 1024  # more than any pipe buffers: the test above cannot pass by luck
