@@ -231,7 +231,10 @@ def test_serve_stops_cleanly_with_its_workers(tmp_path: Path):
         review = copy.deepcopy(EXAMPLE)
         assert post(server, "/mutate", review)["response"]["allowed"] is True
         workers = booted_workers(server, 2)
-    assert server.process.returncode == 0
+        dev_dir = server.ca_file.parent  # the throwaway CA, serving certificate and private key
+        assert dev_dir.name.startswith("mpijob-webhook-dev-") and (dev_dir / "tls.key").is_file()
+    assert server.process.returncode == 0  # stopped by SIGTERM
+    assert not dev_dir.exists()
     assert "Shutting down: Master" in server.output()
     assert "Traceback" not in server.output()
     assert not any(pid_alive(pid) for pid in workers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -132,3 +133,28 @@ def test_the_whole_report_still_ends_normally_without_a_closed_pipe():
                           cwd=ROOT, capture_output=True, timeout=120)
     assert (done.returncode, done.stderr) == (0, b"")
     assert len(done.stdout) > 256 * 1024  # more than any pipe buffers: the test above cannot pass by luck
+
+
+# --- one message for a file that is not there -------------------------------------------------
+MISSING = "no-such-file.yaml"
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", MISSING],
+    ["check", "--policy-file", MISSING, str(PI)],
+    ["check", "--cluster-state", MISSING, str(PI)],
+    ["convert", MISSING],
+    ["policy", "validate", MISSING],
+    ["policy", "show", MISSING, "--namespace", "team-a"],
+    ["serve", "--dev", "--policy-file", MISSING],
+    ["serve", "--dev", "--kubeconfig", MISSING],
+    ["serve", "--cert-file", MISSING, "--key-file", str(PI)],
+    ["certs", "--service", "s", "--namespace", "n", "--out", "tls", "--ca-cert", MISSING, "--ca-key", str(PI)],
+], ids=lambda argv: " ".join(argv[:3]).replace(MISSING, "FILE").replace(str(PI), "pi.yaml"))
+def test_a_missing_file_gets_the_same_message_from_every_command(tmp_path: Path, argv: list[str]):
+    done = subprocess.run([sys.executable, "-m", "webhook", *argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode != 0
+    assert f"{MISSING}: cannot be read: No such file or directory" in done.stderr.splitlines()[-1], done.stderr
+    assert "does not exist" not in done.stderr
+    assert not list(tmp_path.glob("mpijob-webhook-dev-*"))  # serve --dev took its throwaway key with it

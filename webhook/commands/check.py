@@ -16,6 +16,7 @@ from typing import Any
 from policies.config import PolicyError, default_policy
 from policies.messages import plural
 from policies.policy import Policy
+from webhook.input_files import UnreadablePolicyFile, cannot_read
 from webhook.offline import NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view, documents
 from webhook.policy_source import own_namespace, read_policy
 
@@ -81,8 +82,7 @@ def read(name: str) -> str:
             return sys.stdin.read()
         return Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise BadInput(label(name), f"cannot be read: {reason}") from None
+        raise BadInput(label(name), cannot_read(exc)) from None
 
 
 def _policy(path: Path | None) -> Policy:
@@ -90,6 +90,8 @@ def _policy(path: Path | None) -> Policy:
         return default_policy(own_namespace())
     try:
         return read_policy(path)[0]
+    except UnreadablePolicyFile as exc:
+        raise BadInput(str(path), exc.reason) from None
     except PolicyError as exc:
         raise BadInput(str(path), "invalid policy: " + "; ".join(str(p) for p in exc.problems)) from None
 

@@ -4,6 +4,7 @@ import argparse
 import logging
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ from certs import authority
 from policies.config import PolicyError
 from webhook import create_app, metrics, policy_source
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
+from webhook.input_files import unreadable
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
@@ -82,18 +84,31 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--client-timeout must be a positive number of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
-    if args.dev:
-        bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
+    master = os.getpid()
+    # --dev: a throwaway CA and serving key, removed again however the server stops short of
+    # SIGKILL (gunicorn's master leaves through here on SIGTERM and SIGINT too).
+    dev_dir = Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")) if args.dev else None
+    try:
+        return _serve(args, master, dev_dir)
+    finally:
+        # Workers are forks of this process and leave through here too: only the master may
+        # remove what every worker still reads.
+        if dev_dir is not None and os.getpid() == master:
+            shutil.rmtree(dev_dir, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, master: int, dev_dir: Path | None) -> int:
+    if dev_dir is not None:
+        bundle = authority.dev_bundle(dev_dir)
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
         print(f"development CA: {bundle.ca_file}", flush=True)
         if SAMPLE_REVIEW.is_file():
             print("send it the sample review (from any directory):", flush=True)
             print(sample_curl(bundle.ca_file.resolve(), SAMPLE_REVIEW, args.port), flush=True)
-    if args.kubeconfig is not None and not args.kubeconfig.is_file():
-        args.parser.error(f"--kubeconfig {args.kubeconfig} does not exist or is not a file")
-    for path in (args.cert_file, args.key_file):
-        if not Path(path).is_file():
-            print(f"mpijob-webhook serve: {path} does not exist or is not a file", file=sys.stderr)
+    for path in (args.kubeconfig, args.cert_file, args.key_file):
+        problem = None if path is None else unreadable(path)
+        if problem:
+            print(f"mpijob-webhook serve: {problem}", file=sys.stderr)
             return 2
     options = serve_options(args)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
@@ -105,12 +120,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
-    master = os.getpid()
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
     finally:
-        # Workers are forks of this process and leave through here too: only the master may
-        # remove what every worker still writes to.
         if os.getpid() == master:
             metrics.release_multiprocess_dir(metrics_dir)
     return 0
