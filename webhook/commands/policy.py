@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policies.config import PolicyError, defaults_document, json_schema, to_plain
-from policies.policy import Policy
+from policies.config import PolicyError
+from policies.config.json_schema import defaults_document, json_schema, to_plain
+from policies.config.layered_policy import Policy
 from webhook import plain_yaml
-from webhook.policy_source import read_policy
+from webhook.policy_reload import read_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
