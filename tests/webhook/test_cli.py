@@ -158,3 +158,52 @@ def test_a_missing_file_gets_the_same_message_from_every_command(tmp_path: Path,
     assert f"{MISSING}: cannot be read: No such file or directory" in done.stderr.splitlines()[-1], done.stderr
     assert "does not exist" not in done.stderr
     assert not list(tmp_path.glob("mpijob-webhook-dev-*"))  # serve --dev took its throwaway key with it
+
+
+# --- help that tells the whole story ----------------------------------------------------------
+def help_text(capsys: pytest.CaptureFixture[str], *command: str) -> str:
+    code, out, err = run_cli(capsys, *command, "--help")
+    assert (code, err) == (0, "")
+    return out
+
+
+def test_serve_help_names_every_endpoint_with_its_method(capsys: pytest.CaptureFixture[str]):
+    from webhook import create_app
+
+    described = " ".join(help_text(capsys, "serve").split())  # as one line: argparse wraps it
+    endpoints = {(method, rule.rule) for rule in create_app().url_map.iter_rules() if rule.endpoint != "static"
+                 for method in rule.methods - {"HEAD", "OPTIONS"}}
+    assert len(endpoints) == 6
+    assert sorted(f"{method} {path}" for method, path in endpoints if f"{method} {path}" not in described) == []
+
+
+# What ``kubectl get`` calls each kind the cluster-state file may hold (kind: List of them).
+KUBECTL_RESOURCES = {"resourcequotas": "ResourceQuota", "limitranges": "LimitRange", "nodes": "Node",
+                     "namespaces": "Namespace", "localqueues.kueue.x-k8s.io": "LocalQueue",
+                     "mpijobs.v2beta1.kubeflow.org": "MPIJob"}
+
+
+def test_check_help_names_every_object_cluster_state_reads_and_how_to_get_them_all(
+        capsys: pytest.CaptureFixture[str]):
+    from webhook.offline import CLUSTER_KINDS, BadInput, cluster_view
+
+    accepted = [kind for kind in ("ResourceQuota", "LimitRange", "Node", "Namespace", "LocalQueue", "MPIJob",
+                                  "Pod", "ConfigMap", "ClusterQueue", "PriorityClass", "Job")
+                if _accepted_as_cluster_state(kind, cluster_view, BadInput)]
+    assert accepted == list(CLUSTER_KINDS)
+    text = help_text(capsys, "check")
+    for kind in accepted:
+        assert f"\n  {kind} " in text, kind
+    [kubectl] = [line.strip() for line in text.splitlines() if line.strip().startswith("kubectl get ")]
+    words = kubectl.split()
+    assert words[3:] == ["-A", "-o", "yaml", ">", "cluster-state.yaml"]
+    assert sorted(KUBECTL_RESOURCES[resource] for resource in words[2].split(",")) == sorted(accepted)
+
+
+def _accepted_as_cluster_state(kind: str, cluster_view, bad_input) -> bool:
+    obj = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "x", "namespace": "team-a"}}
+    try:
+        cluster_view([("state.yaml", 0, obj)], "team-a")
+    except bad_input:
+        return False
+    return True

@@ -34,7 +34,9 @@ def sample_curl(ca_file: Path, review: Path, port: int) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve the webhook over TLS",
-        description="Serve /validate, /mutate, /healthz and /readyz over TLS with gunicorn.",
+        description="Serve the webhook over TLS with gunicorn: POST /validate and POST /mutate (AdmissionReviews), "
+                    "POST /convert (ConversionReviews for the MPIJob CRD), GET /healthz (liveness), GET /readyz "
+                    "(readiness: policy and cluster caches loaded) and GET /metrics (Prometheus).",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     parser.add_argument("--port", type=int, default=8443, help="port to listen on (default %(default)s)")
