@@ -35,6 +35,8 @@ from policies.kube.pod_resources import (
 
 @dataclass(frozen=True)
 class GpusPerWorkerParams:
+    # Most GPUs of one kind (each */gpu resource) that one worker pod may use, and the launcher
+    # pod too with runLauncherAsWorker; a namespace's LimitRange max for that GPU wins over it.
     max: int = 16
 
     def __post_init__(self) -> None:
