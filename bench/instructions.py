@@ -105,7 +105,8 @@ def report(endpoint: str, per: Mapping[str, PerRequest]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode instructions", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode instructions", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}", help="default: all three")
     parser.add_argument("--requests", type=int, default=300, help="requests counted per run (default 300)")
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "ENDPOINT", "REQUESTS"), help=argparse.SUPPRESS)

@@ -184,7 +184,8 @@ class Generators:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="a load generator process (started by the benchmark)")
+    parser = argparse.ArgumentParser(description="a load generator process (started by the benchmark)",
+                                     allow_abbrev=False)
     parser.add_argument("--cpus", default="", help="pin to these CPUs (comma-separated)")
     args = parser.parse_args(argv)
     serve({int(c) for c in args.cpus.split(",")} if args.cpus else None)

@@ -66,7 +66,8 @@ def measure(endpoint: str, load: list[Payload], ours: Any, floor: Any, requests:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode overhead", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode overhead", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}",
                         help="default: all three")
     parser.add_argument("--payload", help="one payload by name (default: the upstream examples / single-object reviews)")

@@ -125,7 +125,8 @@ def report(endpoint: str, medians: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode parts", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode parts", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate}", help="default: both")
     parser.add_argument("--requests", type=int, default=200, help="requests per client per round (default 200)")
     parser.add_argument("--rounds", type=int, default=31, help="rounds; the median counts (default 31)")

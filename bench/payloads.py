@@ -1,5 +1,5 @@
 """Request bodies as a Kubernetes API server sends them: AdmissionReviews and ConversionReviews
-built on envelopes recorded from a real API server (``shared/reference/captured``), around every
+built on envelopes recorded from a real API server (``tests/data/captured``), around every
 upstream example MPIJob, a large job, and the objects a watch cache converts.
 
 Each payload is encoded once, up front: the load generator only sends bytes.

@@ -380,7 +380,8 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a quick run: every table, small sizes, short windows")
     size.add_argument("--smoke", action="store_true", help="the test suite's: every table once, tiny sizes, "

@@ -32,8 +32,19 @@ from webhook.runtime import default_runtime
 REPORT_API_VERSION = "mpijob-webhook/v1"
 CHECK_USER = "mpijob-webhook-check"
 NO_CLUSTER_STATE = "no --cluster-state given"
-# Cluster objects the cluster-aware rules read, by kind.
-CLUSTER_KINDS = ("ResourceQuota", "LimitRange", "Node", "Namespace", "LocalQueue", "MPIJob")
+# Cluster objects the cluster-aware rules and the policy read: (kind, the resource ``kubectl get``
+# names it by, what it is read for).
+CLUSTER_STATE = (
+    ("ResourceQuota", "resourcequotas", "quota hard limits and what is left, per namespace"),
+    ("LimitRange", "limitranges", "container defaults and maximums (GPUs per pod too), per namespace"),
+    ("Node", "nodes", "whether each pod fits on some node: allocatable resources, labels, taints"),
+    ("Namespace", "namespaces", "namespace labels, which select the policy's per-namespace overrides"),
+    ("LocalQueue", "localqueues.kueue.x-k8s.io", "Kueue's queues: whether a job's queue exists (any one: Kueue "
+                                                 "is installed)"),
+    ("MPIJob", "mpijobs.v2beta1.kubeflow.org", "the namespace's other MPIJobs: quota they claim before all their "
+                                               "pods exist (in flight)"),
+)
+CLUSTER_KINDS = tuple(kind for kind, _, _ in CLUSTER_STATE)
 
 
 class BadInput(Exception):
