@@ -16,7 +16,7 @@ from webhook.cli import main as cli
 
 MANIFESTS = ROOT / "manifests"
 INSTALL_OVERLAYS = ("openshift", "cert-manager", "self-signed")
-OVERLAYS = (*INSTALL_OVERLAYS, "monitoring")
+OVERLAYS = (*INSTALL_OVERLAYS, "monitoring", "monitoring-openshift")
 NAMESPACE = "mpijob-webhook"
 SERVICE = "mpijob-webhook"
 
