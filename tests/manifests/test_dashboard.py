@@ -13,8 +13,8 @@ import promql_parser
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.builders import admission_review, mpijob
-from tests.kube_api import KubeAPI
+from testing.builders import admission_review, mpijob
+from testing.kube_api_server import KubeAPI
 from tests.manifests.build import MANIFESTS, NAMESPACE, Object, find
 from webhook import metrics
 
@@ -115,7 +115,7 @@ def test_panels_are_ones_the_openshift_console_draws() -> None:
 def live_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """The series of a real ``serve`` (gunicorn, TLS, multi-process metrics) reading a cluster and
     a policy file, after one request of each kind: name -> the label names it carries."""
-    from tests.tls_server import serving
+    from testing.tls_server import serving
 
     directory = tmp_path_factory.mktemp("dashboard")
     with KubeAPI() as api:
