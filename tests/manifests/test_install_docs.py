@@ -141,6 +141,13 @@ def resolve(obj: Any, pointer: str) -> Any:
     return jsonpatch.JsonPointer(pointer).resolve(obj)
 
 
+def test_the_documented_scrape_ca_patch_is_what_monitoring_openshift_does(overlays: dict[str, list[Object]]) -> None:
+    (patch_command,) = [words for words in shell_commands(INSTALL) if words[:2] == ["oc", "-n"] and "patch" in words]
+    monitor = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")
+    patched = jsonpatch.apply_patch(monitor, json.loads(patch_command[patch_command.index("-p") + 1]))
+    assert patched == find(overlays["monitoring-openshift"], "ServiceMonitor", "mpijob-webhook")
+
+
 def applies(text: str) -> list[list[str]]:
     return [words for words in shell_commands(text) if words[:2] in (["kubectl", "apply"], ["oc", "apply"])]
 
