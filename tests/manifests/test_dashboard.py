@@ -109,6 +109,17 @@ def test_panels_are_ones_the_openshift_console_draws() -> None:
     assert len(ids) == len(set(ids))
 
 
+def test_panels_fit_the_grid_without_overlapping() -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for panel in panels():
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["w"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = panel["title"]
+
+
 # --- against a live server ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
