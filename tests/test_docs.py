@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from policies.config.json_schema import defaults_document
 from policies.registry import MUTATIONS, RULES
 from tests.conftest import ROOT
 
@@ -38,6 +39,16 @@ def test_the_readme_has_one_line_per_rule_and_mutation() -> None:
         assert table[rule.id].split(";")[0] == rule.default_action.value, rule.id
     for mutation in MUTATIONS:
         assert table[mutation.id].startswith("on"), mutation.id
+
+
+def test_the_readme_states_the_default_limits() -> None:
+    rules = defaults_document()["rules"]
+    table = {rule: line for rule, line in
+             re.findall(r"^\| `([a-z-]+)` \| ([^|]+) \|", README.read_text(), re.M)}
+    worker, slots = rules["worker-count"]["params"], rules["slots-per-worker"]["params"]
+    assert f"within {worker['min']}–{worker['max']}" in table["worker-count"]
+    assert f"within {slots['min']}–{slots['max']}" in table["slots-per-worker"]
+    assert f"at most {rules['gpus-per-worker']['params']['max']} " in table["gpus-per-worker"]
 
 
 def links(path: Path) -> list[str]:
