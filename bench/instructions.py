@@ -9,7 +9,7 @@ namespace's cluster state) each answer the payloads in-process in two runs under
 warm-up, then N requests or none. The difference of the two runs' counts, divided by N, is what
 one request costs, with the start-up left out. Callgrind also simulates the first-level caches:
 their misses say how much of a request's time the instruction count alone does not show (in a
-request, each part costs more than in a loop of itself; docs/performance.md, fourth round).
+request, each part costs more than in a loop of itself; docs/performance.md, "Inside a request").
 Needs valgrind (Debian's package of that name).
 """
 from __future__ import annotations

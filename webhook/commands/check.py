@@ -2,7 +2,7 @@
 
 Exit status: 0 every MPIJob would be admitted, 1 at least one would be denied, 2 an input
 (manifest, policy or cluster-state file) could not be read. ``--output json`` prints a
-``CheckReport`` (see the README) for CI pipelines.
+``CheckReport`` (see docs/policy.md) for CI pipelines.
 """
 from __future__ import annotations
 
