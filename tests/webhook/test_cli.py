@@ -207,3 +207,9 @@ def _accepted_as_cluster_state(kind: str, cluster_view, bad_input) -> bool:
     except bad_input:
         return False
     return True
+
+
+def test_the_policy_page_shows_the_same_kubectl_get_as_check_help(capsys: pytest.CaptureFixture[str]):
+    [kubectl] = [line.strip() for line in help_text(capsys, "check").splitlines() if line.strip().startswith("kubectl")]
+    command = kubectl.split(" > ", 1)[0]
+    assert f"`{command}`" in (ROOT / "docs" / "policy.md").read_text()
