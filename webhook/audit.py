@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from webhook.admission import Decision
+from webhook.client_auth import Refusal
 from webhook.flushing import PeriodicFlush
 from webhook.metrics import decision_label
 
@@ -80,6 +81,18 @@ def line(decision: Decision, now: datetime | None = None) -> str:
     return text + "}"
 
 
+def refusal_line(refusal: Refusal, now: datetime | None = None) -> str:
+    """The audit record of a refused client: no uid or user (the body was never read), the
+    endpoint, why, and who connected."""
+    return (
+        f'{{"log":{_string(LOG_NAME)},'
+        f'"time":{_string(_timestamp(now))},'
+        f'"endpoint":{_string(refusal.endpoint)},"decision":"refused","code":{refusal.code},'
+        f'"reason":{_string(refusal.reason)},"message":{_string(refusal.message)},'
+        f'"client":{{"address":{_string(refusal.peer)},"certificate":{_string(refusal.subject)}}}}}'
+    )
+
+
 def _rule(rule: str, action: str, path: str) -> str:
     return f'{{"rule":{_string(rule)},"action":{_string(action)},"path":{_string(path)}}}'
 
@@ -125,8 +138,13 @@ class AuditLog:
         _logs.add(self)
 
     def __call__(self, decision: Decision) -> None:
-        now = self._clock() if self._clock else None
-        text = line(decision, now)
+        self._append(line(decision, self._clock() if self._clock else None))
+
+    def refused(self, refusal: Refusal) -> None:
+        """A client refused by client authentication (``webhook.client_auth``)."""
+        self._append(refusal_line(refusal, self._clock() if self._clock else None))
+
+    def _append(self, text: str) -> None:
         stream = self._stream or sys.stdout  # looked up late, so a redirected stdout is honoured
         with self._lock:
             if stream is not self._target:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policies.conversion import DEFAULT_GPUS_PER_NODE, ConversionOptions
-from webhook import cluster, metrics, policy_source
+from webhook import client_auth, cluster, metrics, policy_source
 from webhook.audit import AuditLog
 from webhook.audit import flush as flush_audit_log
-from webhook.connections import DEFAULT_CLIENT_SECONDS
+from webhook.client_auth import ClientAuthentication
+from webhook.connections import DEFAULT_CLIENT_SECONDS, DEFAULT_MAX_PENDING
 from webhook.conversion_review import hub_converter
 from webhook.runtime import Runtime, default_runtime
 
@@ -28,6 +29,15 @@ class ServeOptions:
     threads: int = 8
     # How long a client may take to send one request (see webhook.connections).
     client_timeout: float = DEFAULT_CLIENT_SECONDS
+    # Connections still in their TLS handshake or first request head, per worker (the oldest
+    # goes when a new one would pass it).
+    max_pending_connections: int = DEFAULT_MAX_PENDING
+    # Plain HTTP: /healthz, /readyz and /metrics for the kubelet and Prometheus.
+    health_port: int = 8081
+    # Admission and conversion only for clients with a certificate from this CA (and, if any are
+    # given, naming one of client_names): see webhook.client_auth.
+    client_ca_file: Path | None = None
+    client_names: tuple[str, ...] = ()
     # The admin's policy file (None: the built-in defaults), and how often it is checked for edits.
     policy_file: Path | None = None
     policy_check_seconds: float = 2.0
@@ -44,6 +54,8 @@ def build_runtime(options: ServeOptions) -> Runtime:
     configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
     if readiness is not None:
         runtime.readiness_checks["cluster"] = readiness
+    if options.client_ca_file is not None:
+        runtime.client_auth = ClientAuthentication(options.client_ca_file, frozenset(options.client_names))
     observe(runtime, options)
     return runtime
 
@@ -54,7 +66,11 @@ def observe(runtime: Runtime, options: ServeOptions) -> None:
     runtime.admission.observers.append(metrics.observe_decision)
     runtime.conversion.observers.append(metrics.record_conversion)
     if options.audit_log:
-        runtime.admission.observers.append(AuditLog())
+        audit_log = AuditLog()
+        runtime.admission.observers.append(audit_log)
+        client_auth.observe_refusals(audit_log.refused)
+    else:
+        client_auth.observe_refusals(None)
     if options.cert_file is not None:
         metrics.set_certificate_expiry(options.cert_file)
 

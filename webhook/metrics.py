@@ -112,6 +112,19 @@ class _Metrics:
             f"{PREFIX}_serving_certificate_expiration_timestamp_seconds",
             "notAfter of the serving certificate the server started with (Unix time).",
             multiprocess_mode="mostrecent")
+        self.connections = _Children(Gauge(
+            f"{PREFIX}_connections",
+            "Open client connections: pending (TLS handshake or first request head under way) and "
+            "established (sent a whole request head).", ["state"], multiprocess_mode="livesum"))
+        self.dropped_connections = _Children(Counter(
+            f"{PREFIX}_dropped_connections_total",
+            "Connections closed before they were served a request, by reason (deadline, evicted, "
+            "handshake_failed, untrusted_client_certificate, head_too_large).", ["reason"]))
+        self.refused_clients = _Children(Counter(
+            f"{PREFIX}_refused_clients_total",
+            "Admission and conversion requests refused because the client is not authenticated, by "
+            "endpoint and reason (handshake: its certificate was refused during the TLS handshake).",
+            ["endpoint", "reason"]))
 
 
 _lock = threading.Lock()
@@ -152,6 +165,23 @@ def observe_decision(decision: Decision) -> None:
 
 def record_bad_request(endpoint: str, code: int) -> None:
     _count("bad_requests", endpoint, str(code))
+
+
+def record_connections(pending: int, established: int) -> None:
+    """A worker's open connections (see ``webhook.connections``); set when they change."""
+    m = _metrics()
+    m.connections("pending").set(pending)
+    m.connections("established").set(established)
+
+
+def record_dropped_connection(reason: str, connection: object = None) -> None:
+    """A connection closed before it was served (``webhook.connections`` reasons)."""
+    _count("dropped_connections", reason)
+
+
+def record_refused_client(endpoint: str, reason: str) -> None:
+    """A request (or, endpoint ``handshake``, a TLS handshake) refused by client authentication."""
+    _count("refused_clients", endpoint, reason)
 
 
 def record_conversion(from_version: str, to_version: str, result: str) -> None:

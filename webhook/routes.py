@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from webhook import metrics, responses
+from webhook import client_auth, metrics, responses
 from webhook.conversion_review import parse_conversion_review
 from webhook.review import TOO_LARGE, BadReview, identify, parse_admission_review, read_body, read_json
 from webhook.runtime import Runtime
@@ -61,6 +62,37 @@ def _read_body() -> Any:
 
 _REVIEW_KEY = "mpijob-webhook.review"
 ADMISSION_PATHS = ("/validate", "/mutate")
+# What the plain health port serves (webhook.connections): probes and Prometheus, nothing that
+# takes a request body. /metrics is served there only: it costs more than a probe and tells the
+# policy's rules and their counts, which the NetworkPolicy keeps to the monitoring stack.
+HEALTH_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
+
+
+@routes.before_app_request
+def check_client() -> Response | None:
+    """Which port the request came on, and whether its client may call this endpoint."""
+    environ = request.environ
+    sock = environ.get("gunicorn.socket")
+    if sock is None:  # not under gunicorn (the Flask test client): every route, no client check
+        return None
+    path = environ.get("PATH_INFO", "")
+    if not isinstance(sock, ssl.SSLSocket):
+        if path in HEALTH_PATHS:
+            return None
+        return _json(status_body(404, "NotFound", f"{path} is not served on the health port; "
+                                 "admission and conversion are served over TLS only"), 404)
+    if path == "/metrics":
+        return _json(status_body(404, "NotFound", "/metrics is served on the health port (--health-port)"), 404)
+    auth = runtime().client_auth
+    if auth is None or path not in client_auth.AUTHENTICATED_PATHS:
+        return None
+    peer = environ.get("REMOTE_ADDR", "")
+    refusal = client_auth.check(auth, sock, path, f"{peer}:{environ.get('REMOTE_PORT', '')}")
+    if refusal is None:
+        return None
+    client_auth.refuse(refusal)
+    reason = "Unauthorized" if refusal.code == 401 else "Forbidden"
+    return _json(status_body(refusal.code, reason, refusal.message), refusal.code)
 
 
 @routes.post("/validate")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from policies.cluster import NO_CLUSTER, ClusterView
 from policies.policy import Policy
 from webhook.admission import Admission
+from webhook.client_auth import ClientAuthentication
 from webhook.conversion_review import ConversionWebhook
 
 # A readiness check answers (ready, detail); detail is shown on /readyz.
@@ -19,6 +20,8 @@ class Runtime:
     admission: Admission
     conversion: ConversionWebhook = field(default_factory=ConversionWebhook)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
+    # serve --client-ca-file: who may call the admission and conversion endpoints (None: anyone).
+    client_auth: ClientAuthentication | None = None
 
     def readiness(self) -> tuple[bool, dict[str, dict[str, object]]]:
         results = {}

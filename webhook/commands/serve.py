@@ -20,7 +20,8 @@ LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve the webhook over TLS",
-        description="Serve /validate, /mutate, /healthz and /readyz over TLS with gunicorn.",
+        description="Serve /validate, /mutate and /convert over TLS with gunicorn, and /healthz, /readyz "
+                    "and /metrics on a plain health port.",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     parser.add_argument("--port", type=int, default=8443, help="port to listen on (default %(default)s)")
@@ -34,6 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--client-timeout", type=float, default=ServeOptions.client_timeout, metavar="SECONDS",
                         help="seconds a client may take to send one request, TLS handshake included; slower "
                              "or silent clients are disconnected (default %(default)s)")
+    parser.add_argument("--max-pending-connections", type=int, default=ServeOptions.max_pending_connections,
+                        metavar="N", help="connections per worker still in their TLS handshake or first request "
+                                          "head; past it the oldest is closed (default %(default)s)")
+    parser.add_argument("--health-port", type=int, default=ServeOptions.health_port, metavar="PORT",
+                        help="plain HTTP port for /healthz, /readyz and /metrics (kubelet probes, Prometheus; "
+                             "default %(default)s)")
+    parser.add_argument("--client-ca-file", type=Path, metavar="FILE",
+                        help="accept /validate, /mutate and /convert only from clients with a TLS certificate "
+                             "issued by this CA (PEM; re-read when it changes): the API server's. See docs/security.md")
+    parser.add_argument("--client-name", dest="client_names", action="append", default=[], metavar="NAME",
+                        help="with --client-ca-file: the client certificate's CN or a subjectAltName must be one "
+                             "of these (repeat the flag for more names)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -54,7 +67,9 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The parsed command line as ServeOptions; commands that extend serve add their flags here."""
     return ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
                         dev=args.dev, workers=args.workers, threads=args.threads,
-                        client_timeout=args.client_timeout, policy_file=args.policy_file,
+                        client_timeout=args.client_timeout, max_pending_connections=args.max_pending_connections,
+                        health_port=args.health_port, client_ca_file=args.client_ca_file,
+                        client_names=tuple(args.client_names), policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
                         kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
 
@@ -70,6 +85,14 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--client-timeout must be a positive number of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
+    if args.max_pending_connections < 1:
+        args.parser.error("--max-pending-connections must be at least 1")
+    if not 0 < args.health_port < 65536 or args.health_port == args.port:
+        args.parser.error("--health-port must be a port number other than --port")
+    if args.client_names and args.client_ca_file is None:
+        args.parser.error("--client-name needs --client-ca-file")
+    if args.client_ca_file is not None and not args.client_ca_file.is_file():
+        args.parser.error(f"--client-ca-file {args.client_ca_file} does not exist or is not a file")
     if args.dev:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
