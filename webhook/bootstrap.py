@@ -38,6 +38,7 @@ class ServeOptions:
     # given, naming one of client_names): see webhook.client_auth.
     client_ca_file: Path | None = None
     client_names: tuple[str, ...] = ()
+    client_auth_paths: frozenset[str] = client_auth.DEFAULT_PATHS
     # The admin's policy file (None: the built-in defaults), and how often it is checked for edits.
     policy_file: Path | None = None
     policy_check_seconds: float = 2.0
@@ -55,7 +56,8 @@ def build_runtime(options: ServeOptions) -> Runtime:
     if readiness is not None:
         runtime.readiness_checks["cluster"] = readiness
     if options.client_ca_file is not None:
-        runtime.client_auth = ClientAuthentication(options.client_ca_file, frozenset(options.client_names))
+        runtime.client_auth = ClientAuthentication(options.client_ca_file, frozenset(options.client_names),
+                                                   options.client_auth_paths)
     observe(runtime, options)
     return runtime
 

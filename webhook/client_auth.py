@@ -5,7 +5,8 @@ The TLS port then asks every client for a certificate (``CERT_OPTIONAL``: probes
 ``/healthz`` still work without one). OpenSSL checks a presented certificate against the CA
 during the handshake; one that does not chain to it (or has expired) ends the handshake with an
 ``unknown_ca``/``bad_certificate`` alert, which the worker counts and audits as refused
-(``refused_handshake``). The admission and conversion endpoints then accept only a request on
+(``refused_handshake``). The admission endpoints (and ``/convert`` when asked for: see
+``DEFAULT_PATHS`` for why not by default) then accept only a request on
 a connection that presented a verified certificate (else 401) whose subject CN or one of whose
 subjectAltNames (DNS, IP, URI) is one of the configured names, if any are (else 403). Both
 answers are a metav1.Status, the way the API server reads a webhook's error answer, and neither
@@ -23,14 +24,20 @@ from typing import Any
 
 from webhook import metrics
 
-# The endpoints that need an authenticated client; probes and metrics do not.
-AUTHENTICATED_PATHS = frozenset(("/validate", "/mutate", "/convert"))
+# The endpoints that may require an authenticated client; probes and metrics never do.
+AUTHENTICATABLE_PATHS = ("/validate", "/mutate", "/convert")
+# Those that do unless told otherwise. Not /convert: the API server calls a CRD's conversion
+# webhook through a client that has no kubeconfig (apiextensions-apiserver's webhook converter
+# resolves authentication from an empty file), so it never presents a client certificate there,
+# and requiring one would fail every read and write of an MPIJob in another version.
+DEFAULT_PATHS = frozenset(("/validate", "/mutate"))
 
 
 @dataclass(frozen=True)
 class ClientAuthentication:
     ca_file: Path
     names: frozenset[str] = field(default_factory=frozenset)
+    paths: frozenset[str] = DEFAULT_PATHS
 
 
 @dataclass(frozen=True)

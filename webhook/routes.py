@@ -84,7 +84,7 @@ def check_client() -> Response | None:
     if path == "/metrics":
         return _json(status_body(404, "NotFound", "/metrics is served on the health port (--health-port)"), 404)
     auth = runtime().client_auth
-    if auth is None or path not in client_auth.AUTHENTICATED_PATHS:
+    if auth is None or path not in auth.paths:
         return None
     peer = environ.get("REMOTE_ADDR", "")
     refusal = client_auth.check(auth, sock, path, f"{peer}:{environ.get('REMOTE_PORT', '')}")

@@ -59,10 +59,16 @@ def context(server: TlsServer, cert: tuple[Path, Path] | None) -> ssl.SSLContext
     return tls
 
 
-def post_validate(server: TlsServer, cert: tuple[Path, Path] | None) -> tuple[int, dict]:
+CONVERSION_REVIEW = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                     "request": {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "desiredAPIVersion": "kubeflow.org/v2beta1",
+                                 "objects": [mpijob()]}}
+
+
+def post_validate(server: TlsServer, cert: tuple[Path, Path] | None, path: str = "/validate") -> tuple[int, dict]:
+    review = CONVERSION_REVIEW if path == "/convert" else admission_review(mpijob())
     connection = http.client.HTTPSConnection("localhost", server.port, context=context(server, cert), timeout=10)
     try:
-        connection.request("POST", "/validate", body=json.dumps(admission_review(mpijob())).encode(),
+        connection.request("POST", path, body=json.dumps(review).encode(),
                            headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         return response.status, json.loads(response.read())
@@ -124,6 +130,29 @@ def test_no_certificate_is_a_401_and_a_wrong_name_a_403_both_counted_and_audited
         (401, "no_client_certificate", ""), (403, "client_name_not_allowed", "commonName=intruder")}
     assert all(r["client"]["address"].startswith("127.0.0.1:") for r in refusals)
     assert "uid" not in refusals[0]  # the body of a refused request is never read
+
+
+def test_mutate_needs_the_certificate_too_and_convert_does_not_by_default(setup):
+    server, _ = setup
+    status, answer = post_validate(server, None, "/mutate")
+    assert (status, answer["reason"]) == (401, "Unauthorized")
+    # The API server presents no client certificate to CRD conversion webhooks (docs/security.md).
+    status, answer = post_validate(server, None, "/convert")
+    assert status == 200 and answer["response"]["result"] == {"status": "Success"}
+
+
+def test_the_endpoints_to_authenticate_can_be_chosen(tmp_path: Path):
+    serving_ca = authority.new_ca("serving-ca")
+    bundle = authority.write_bundle(tmp_path / "tls", serving_ca,
+                                    authority.new_serving_cert(serving_ca, ["localhost"], ["127.0.0.1"]))
+    ca_file = tmp_path / "client-ca.crt"
+    ca_file.write_bytes(authority.new_ca("client-ca").cert_pem())
+    with serving(tmp_path / "server", "--cert-file", str(bundle.cert_file), "--key-file", str(bundle.key_file),
+                 "--workers", "1", "--threads", "2", "--client-ca-file", str(ca_file),
+                 "--client-auth-endpoint", "/convert", ca_file=bundle.ca_file) as server:
+        assert post_validate(server, None, "/convert")[0] == 401
+        assert post_validate(server, None, "/validate")[0] == 200
+        assert post_validate(server, None, "/mutate")[0] == 200
 
 
 def test_probes_need_no_certificate(setup):

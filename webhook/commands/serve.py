@@ -9,7 +9,7 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import create_app, metrics, policy_source
+from webhook import client_auth, create_app, metrics, policy_source
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.server import WebhookServer, gunicorn_options
 
@@ -42,11 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="plain HTTP port for /healthz, /readyz and /metrics (kubelet probes, Prometheus; "
                              "default %(default)s)")
     parser.add_argument("--client-ca-file", type=Path, metavar="FILE",
-                        help="accept /validate, /mutate and /convert only from clients with a TLS certificate "
-                             "issued by this CA (PEM; re-read when it changes): the API server's. See docs/security.md")
+                        help="accept /validate and /mutate only from clients with a TLS certificate issued by "
+                             "this CA (PEM; re-read when it changes): the API server's. See docs/security.md")
     parser.add_argument("--client-name", dest="client_names", action="append", default=[], metavar="NAME",
                         help="with --client-ca-file: the client certificate's CN or a subjectAltName must be one "
                              "of these (repeat the flag for more names)")
+    parser.add_argument("--client-auth-endpoint", dest="client_auth_paths", action="append",
+                        choices=client_auth.AUTHENTICATABLE_PATHS, metavar="PATH",
+                        help="with --client-ca-file: the endpoints that require the client certificate (repeat "
+                             "the flag; default /validate and /mutate: the API server presents no client "
+                             "certificate to CRD conversion webhooks, see docs/security.md)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -69,7 +74,9 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
                         dev=args.dev, workers=args.workers, threads=args.threads,
                         client_timeout=args.client_timeout, max_pending_connections=args.max_pending_connections,
                         health_port=args.health_port, client_ca_file=args.client_ca_file,
-                        client_names=tuple(args.client_names), policy_file=args.policy_file,
+                        client_names=tuple(args.client_names),
+                        client_auth_paths=frozenset(args.client_auth_paths or client_auth.DEFAULT_PATHS),
+                        policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
                         kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
 
@@ -89,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--max-pending-connections must be at least 1")
     if not 0 < args.health_port < 65536 or args.health_port == args.port:
         args.parser.error("--health-port must be a port number other than --port")
-    if args.client_names and args.client_ca_file is None:
-        args.parser.error("--client-name needs --client-ca-file")
+    if (args.client_names or args.client_auth_paths) and args.client_ca_file is None:
+        args.parser.error("--client-name and --client-auth-endpoint need --client-ca-file")
     if args.client_ca_file is not None and not args.client_ca_file.is_file():
         args.parser.error(f"--client-ca-file {args.client_ca_file} does not exist or is not a file")
     if args.dev:
