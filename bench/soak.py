@@ -459,11 +459,11 @@ def run_attack(attack: Attack, server: Server, *, count: int, seconds: float, ra
     mib = len(big) / 2**20
     result = AttackResult(attack.name, attack.description.format(n=count, mib=mib), [c.result for c in clients],
                           round(memory.peak_total, 1), round(memory.peak_worker, 1), stats, [])
-    for client in result.clients:
-        if client.failures:
-            result.missed.append(f"{client.name}: {client.failures} failures ({client.first_error})")
-        if not client.latencies or client.p99() > p99_target:
-            result.missed.append(f"{client.name}: p99 {client.p99() * 1000:.0f} ms > {p99_target * 1000:.0f} ms")
+    for measured in result.clients:
+        if measured.failures:
+            result.missed.append(f"{measured.name}: {measured.failures} failures ({measured.first_error})")
+        if not measured.latencies or measured.p99() > p99_target:
+            result.missed.append(f"{measured.name}: p99 {measured.p99() * 1000:.0f} ms > {p99_target * 1000:.0f} ms")
     if not attack.connection_attack:
         if stats.get("big review failures"):
             result.missed.append(f"big reviews: {stats['big review failures']} failures "

@@ -44,6 +44,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
@@ -64,9 +65,11 @@ DEFAULT_MAX_PENDING = 4096
 # A request head longer than this is refused (431) before any thread sees it: the API server's
 # are well under 1 KiB, and gunicorn's own per-line and per-field limits apply after it.
 MAX_HEAD_BYTES = 64 * 1024
-# Connections accepted per readiness of a listener: enough to drain a burst without starving the
-# connections already open.
+# Connections accepted per readiness of a listener, and expired connections closed, per turn of
+# the loop: a burst (a thousand connections opened together reach their deadline together) is
+# worked off between the other connections' events, not ahead of all of them.
 ACCEPT_BATCH = 64
+EXPIRE_BATCH = 128
 # At most one warning per this many seconds about clients cut at their deadline (a flood of them
 # must not become a flood of log lines); the next says how many more there were.
 WARNING_INTERVAL = 10.0
@@ -230,6 +233,16 @@ class Connection:
             return "a client"
 
 
+@dataclass(frozen=True)
+class ConnectionHooks:
+    """What the worker reports, from its loop (cheap, must not raise)."""
+    # A connection closed before it was served a request, and why: deadline, evicted,
+    # handshake_failed, untrusted_client_certificate, head_too_large.
+    dropped: Callable[[str, Connection], None] | None = None
+    # The pending and established counts, when either changed (at most once per loop turn).
+    counts: Callable[[int, int], None] | None = None
+
+
 class EventLoopWorker(gthread.ThreadWorker):
     """gunicorn's gthread worker, with handshakes and request heads read in its event loop (see
     the module docstring)."""
@@ -237,12 +250,7 @@ class EventLoopWorker(gthread.ThreadWorker):
     client_seconds: ClassVar[float] = DEFAULT_CLIENT_SECONDS
     max_pending: ClassVar[int] = DEFAULT_MAX_PENDING
     plain_ports: ClassVar[frozenset[int]] = frozenset()
-    # Called with (reason, connection) when a connection is closed before it was served, e.g.
-    # to count it; reasons: deadline, evicted, handshake_failed, untrusted_client_certificate,
-    # head_too_large.
-    on_dropped: ClassVar[Callable[[str, Connection], None] | None] = None
-    # Called with (pending, established) when either count changed, at most once per loop turn.
-    on_counts: ClassVar[Callable[[int, int], None] | None] = None
+    hooks: ClassVar[ConnectionHooks] = ConnectionHooks()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -513,11 +521,13 @@ class EventLoopWorker(gthread.ThreadWorker):
     # --- closing --------------------------------------------------------------------------------
     def _expire(self) -> None:
         now = time.monotonic()
+        budget = EXPIRE_BATCH
         for table, reason in ((self.pending, "deadline"), (self.reading, "deadline"), (self.idle, None)):
-            while table:
+            while table and budget > 0:
                 conn = next(iter(table))
                 if conn.deadline > now:
                     break
+                budget -= 1
                 if reason is None:
                     self._close(conn)
                 else:
@@ -530,9 +540,9 @@ class EventLoopWorker(gthread.ThreadWorker):
         if reason == "deadline":
             self._warn_cut(conn)
         self._close(conn)
-        if self.on_dropped is not None:
+        if self.hooks.dropped is not None:
             try:
-                self.on_dropped(reason, conn)
+                self.hooks.dropped(reason, conn)
             except Exception:  # noqa: BLE001 - reporting must not stop the loop
                 log.exception("reporting a dropped connection failed")
 
@@ -567,10 +577,10 @@ class EventLoopWorker(gthread.ThreadWorker):
 
     def _report_counts(self) -> None:
         counts = (len(self.pending), self.nr_conns)
-        if counts != self._reported_counts and self.on_counts is not None:
+        if counts != self._reported_counts and self.hooks.counts is not None:
             self._reported_counts = counts
             try:
-                self.on_counts(*counts)
+                self.hooks.counts(*counts)
             except Exception:  # noqa: BLE001 - reporting must not stop the loop
                 log.exception("reporting the connection counts failed")
 
@@ -608,9 +618,7 @@ def bounded_clients(client_seconds: float, ssl_context: SSLContextHook | None = 
     socket_class = type("BoundedClientSocket", (BoundedClientSocket,), {"request_seconds": client_seconds})
     worker_class = type("EventLoopWorker", (EventLoopWorker,), {
         "client_seconds": client_seconds, "max_pending": max_pending, "plain_ports": plain_ports,
-        "on_dropped": staticmethod(on_dropped) if on_dropped else None,
-        "on_counts": staticmethod(on_counts) if on_counts else None,
-        "__module__": __name__})
+        "hooks": ConnectionHooks(on_dropped, on_counts), "__module__": __name__})
 
     def bounded_ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         context = ssl_context(conf, default_factory) if ssl_context else default_factory()
