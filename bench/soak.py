@@ -48,7 +48,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from tests.conftest import ROOT
+from testing.reference_data import ROOT
 
 REQUEST_TIMEOUT = 5.0  # a well-behaved client's request fails after this long
 API_SERVER_TIMEOUT = 30.0  # the longest a webhook call may take (timeoutSeconds: 30)
@@ -104,7 +104,7 @@ class AttackResult:
 # --- the server ---------------------------------------------------------------------------------
 class Server:
     def __init__(self, workdir: Path, threads: int) -> None:
-        from tests.tls_server import free_port
+        from testing.tls_server import free_port
 
         self.port, self.health_port = free_port(), free_port()
         self.log = workdir / "server.log"

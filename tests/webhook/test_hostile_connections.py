@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import admission_review, mpijob
-from tests.tls_server import TlsServer, serving
+from testing.builders import admission_review, mpijob
+from testing.tls_server import TlsServer, serving
 
 CLIENT_TIMEOUT = 3.0
 THREADS = 4
