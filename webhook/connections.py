@@ -344,22 +344,21 @@ class EventLoopWorker(gthread.ThreadWorker):
     def _admit(self, client: socket.socket, address: Any, server: Any) -> None:
         client.setblocking(False)
         tls = server[1] not in self.plain_ports if isinstance(server, tuple) else True
-        sock: socket.socket
-        if tls:
-            try:
-                sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
-                    client, server_side=True, do_handshake_on_connect=False,
-                    suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
-            except OSError:  # the client is gone already
-                client.close()
-                return
-        else:
-            sock = BoundedPlainSocket.taking_over(client)
+        # A TLS connection stays a plain socket until its first bytes arrive (_start_tls): a
+        # silent connection then costs a descriptor, not the TLS state (some 30 KiB).
+        sock = client if tls else BoundedPlainSocket.taking_over(client)
         if len(self.pending) >= self.max_pending:
             self._drop(next(iter(self.pending)), "evicted")
         conn = Connection(sock, address, server, time.monotonic() + self.client_seconds, tls)
         self.pending[conn] = None
         self._wait_for(conn, selectors.EVENT_READ)
+
+    def _start_tls(self, conn: Connection) -> None:
+        """Wrap a new TLS connection's socket, once it has something to say."""
+        self._stop_waiting(conn)  # the wrapped socket is a new object on the same descriptor
+        conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
+            conn.sock, server_side=True, do_handshake_on_connect=False,
+            suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)
 
     # --- the loop's side of a connection ----------------------------------------------------------
     def _wait_for(self, conn: Connection, events: int) -> None:
@@ -389,6 +388,8 @@ class EventLoopWorker(gthread.ThreadWorker):
                 conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
                 self.reading[conn] = None
             if conn.phase is HANDSHAKE:
+                if not isinstance(conn.sock, ssl.SSLSocket):
+                    self._start_tls(conn)
                 try:
                     conn.sock.do_handshake()  # type: ignore[attr-defined]
                 except ssl.SSLError as exc:
