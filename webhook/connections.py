@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import resource
 import selectors
 import socket
@@ -43,6 +44,7 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
@@ -73,6 +75,15 @@ EXPIRE_BATCH = 128
 # At most one warning per this many seconds about clients cut at their deadline (a flood of them
 # must not become a flood of log lines); the next says how many more there were.
 WARNING_INTERVAL = 10.0
+
+# A request whose body is larger than this (or of unknown length: chunked) is served by the
+# large-body threads, a quarter of the threads (at least one): a few clients sending maximum-size
+# reviews then cannot take every thread, and the probes and ordinary reviews behind them are
+# still answered promptly. The API server's reviews are a few KiB; one of a thousand-worker job
+# with long environments is well under this.
+LARGE_BODY_BYTES = 1024 * 1024
+_CONTENT_LENGTH = re.compile(rb"\r?\ncontent-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)
+_CHUNKED = re.compile(rb"\r?\ntransfer-encoding[ \t]*:[^\r\n]*chunked", re.IGNORECASE)
 
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s")
@@ -210,7 +221,7 @@ IDLE = "idle"  # kept alive between requests
 class Connection:
     """One client connection as the worker's loop sees it."""
 
-    __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "parser",
+    __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "dispatched", "parser",
                  "events", "established", "closed")
 
     def __init__(self, sock: socket.socket, client: Any, server: Any, deadline: float, tls: bool) -> None:
@@ -221,6 +232,7 @@ class Connection:
         self.head = bytearray()
         self.scanned = 0  # how much of head has been searched for its end
         self.deadline = deadline
+        self.dispatched = 0.0  # when the head was complete and the request queued for a thread
         self.parser: Any = None
         self.events = 0  # what the poller waits for (0: not registered)
         self.established = False  # counted in nr_conns
@@ -268,6 +280,8 @@ class EventLoopWorker(gthread.ThreadWorker):
     # --- start and stop ---------------------------------------------------------------------
     def init_process(self) -> None:
         _raise_open_files_limit(self.worker_connections + self.max_pending + 256)
+        self.large_pool = futures.ThreadPoolExecutor(max_workers=max(1, self.cfg.threads // 4),
+                                                     thread_name_prefix="large-body")
         super().init_process()
 
     def run(self) -> None:
@@ -298,6 +312,7 @@ class EventLoopWorker(gthread.ThreadWorker):
             for conn in list(table):
                 self._close(conn)
         self.tpool.shutdown(wait=False)
+        self.large_pool.shutdown(wait=False)
         self.poller.close()
         self.method_queue.close()
         for listener in self.sockets:
@@ -445,9 +460,15 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._stop_waiting(conn)
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
+        large = _large_body(conn.head)
+        conn.dispatched = time.monotonic()
         conn.parser.unreader.unread(bytes(conn.head))
         conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
-        self.enqueue_req(conn)
+        if large:
+            served = self.large_pool.submit(self.handle, conn)
+            served.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
+        else:
+            self.enqueue_req(conn)
 
     def _establish(self, conn: Connection) -> None:
         """Count the connection against worker_connections, closing the longest-idle kept-alive
@@ -472,7 +493,10 @@ class EventLoopWorker(gthread.ThreadWorker):
         """Serve the request whose head is in ``conn.parser``'s buffer. Runs in a thread."""
         req = None
         try:
-            conn.sock.begin_request(conn.deadline)  # type: ignore[attr-defined]
+            # Time spent queued for a thread is the server's, not the client's: the client's
+            # deadline moves by as much (its body waits unread meanwhile).
+            queued = max(0.0, time.monotonic() - conn.dispatched)
+            conn.sock.begin_request(conn.deadline + queued)  # type: ignore[attr-defined]
             req = next(conn.parser)
             if not req:
                 return False
@@ -584,6 +608,17 @@ class EventLoopWorker(gthread.ThreadWorker):
                 self.hooks.counts(*counts)
             except Exception:  # noqa: BLE001 - reporting must not stop the loop
                 log.exception("reporting the connection counts failed")
+
+
+def _large_body(head: bytes | bytearray) -> bool:
+    """Whether the request whose head (and maybe part of its body) is ``head`` brings a body
+    over LARGE_BODY_BYTES, or one of unknown length."""
+    end = head.find(b"\r\n\r\n")
+    fields = head[:end] if end >= 0 else head
+    length = _CONTENT_LENGTH.search(fields)
+    if length is not None:
+        return int(length.group(1)) > LARGE_BODY_BYTES
+    return _CHUNKED.search(fields) is not None
 
 
 def _handshake_failure(exc: ssl.SSLError) -> str:

@@ -211,3 +211,23 @@ def test_the_connection_count_stays_exact_whatever_ends_a_handshake(server: TlsS
     assert_connection_counts(server, established=1, pending=0)
     assert healthz_seconds(server) < PROMPT
     assert_connection_counts(server, established=1, pending=0)
+
+
+def test_requests_with_large_bodies_cannot_take_every_thread(server: TlsServer):
+    """Bodies over a MiB go to a quarter of the threads: clients sending (here: stalling) maximum-size
+    reviews leave the other threads to probes and ordinary reviews."""
+    kept_alive = KeptAlive(server)
+    kept_alive.validate_seconds()
+    large = []
+    try:
+        for _ in range(2 * THREADS):
+            sock = server.ssl_context().wrap_socket(connect(server), server_hostname="localhost")
+            sock.sendall(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 7000000\r\n\r\n" + b"{" + b" " * 65536)
+            large.append(sock)
+        time.sleep(0.3)
+        assert_served_promptly(server, kept_alive)
+    finally:
+        kept_alive.close()
+        for sock in large:
+            sock.close()
