@@ -284,6 +284,10 @@ class EventLoopWorker(gthread.ThreadWorker):
                                                      thread_name_prefix="large-body")
         super().init_process()
 
+    def handle_quit(self, sig: Any, frame: Any) -> None:
+        self.large_pool.shutdown(wait=False)
+        super().handle_quit(sig, frame)
+
     def run(self) -> None:
         self.poller.register(self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks)
         self.set_accept_enabled(True)
