@@ -231,3 +231,36 @@ def test_requests_with_large_bodies_cannot_take_every_thread(server: TlsServer):
         kept_alive.close()
         for sock in large:
             sock.close()
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    answer = b""
+    try:
+        while chunk := sock.recv(65536):
+            answer += chunk
+    except OSError:
+        pass
+    return answer
+
+
+def test_a_request_head_over_64_kib_is_refused_with_431_before_any_thread_sees_it(server: TlsServer):
+    sock = server.ssl_context().wrap_socket(connect(server), server_hostname="localhost")
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + b"X-Filler: " + b"a" * (70 * 1024))
+        status_line, _, rest = read_until_closed(sock).partition(b"\r\n")
+        assert status_line == b"HTTP/1.1 431 Request Header Fields Too Large"
+        assert rest.endswith(b'"reason":"RequestHeaderFieldsTooLarge","message":"request head longer than 65536 bytes"}')
+    finally:
+        sock.close()
+
+
+def test_a_head_ended_by_bare_line_feeds_gets_an_answer_not_the_deadline(server: TlsServer):
+    sock = server.ssl_context().wrap_socket(connect(server), server_hostname="localhost")
+    try:
+        started = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\nHost: localhost\n\n")
+        answer = read_until_closed(sock)
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        assert time.monotonic() - started < PROMPT
+    finally:
+        sock.close()
