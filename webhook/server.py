@@ -70,7 +70,7 @@ def _dropped(reason: str, connection: Connection) -> None:
         client_auth.refused_handshake(connection.peer())
 
 
-class WebhookServer(BaseApplication):  # type: ignore[misc]
+class WebhookServer(BaseApplication):
     def __init__(self, app_factory: Callable[[], Flask], options: dict[str, Any]) -> None:
         self._factory = app_factory
         self._options = options
@@ -80,7 +80,8 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         for key, value in self._options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> Flask:
+    # gunicorn's stubs type a WSGI environ as a MutableMapping, Flask (and PEP 3333) as a dict.
+    def load(self) -> Flask:  # type: ignore[override]
         app = self._factory()
         # Everything loaded so far (modules, the app) lives as long as the worker: left out of
         # the garbage collector's full collections, which would otherwise walk it all again and

@@ -71,3 +71,12 @@ def test_every_metric_in_the_alerts_is_exposed_by_the_server(overlays: dict[str,
             for name in re.findall(rf"\b{metrics.PREFIX}_[a-z_]+", rule["expr"])}
     assert used, "the alerts use none of the server's metrics"
     assert used <= exposed, f"not exposed: {sorted(used - exposed)}"
+
+
+def test_monitoring_openshift_scrapes_as_the_plain_overlay_does(overlays: dict[str, list[Object]]) -> None:
+    """/metrics is plain HTTP on the health port: no CA to check it against, so OpenShift needs
+    no service-CA patch of the scrape (its serving Secret has no ca.crt)."""
+    (endpoint,) = find(overlays["monitoring-openshift"], "ServiceMonitor", "mpijob-webhook")["spec"]["endpoints"]
+    plain = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")
+    assert endpoint == plain["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
