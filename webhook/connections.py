@@ -50,8 +50,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from gunicorn import http
+from gunicorn import http, util
 from gunicorn import sock as gunicorn_sock
+from gunicorn.http.errors import NoMoreData
 from gunicorn.workers import gthread
 
 log = logging.getLogger("gunicorn.error")
@@ -271,7 +272,8 @@ class EventLoopWorker(gthread.ThreadWorker):
         self.pending: OrderedDict[Connection, None] = OrderedDict()  # handshake or first head
         self.reading: OrderedDict[Connection, None] = OrderedDict()  # established, next head
         self.idle: OrderedDict[Connection, None] = OrderedDict()  # kept alive between requests
-        self.keepalived_conns = self.idle  # gthread's handle_request looks at its length
+        # gthread's handle_request looks at its length (a deque in gunicorn; only len() is used).
+        self.keepalived_conns = self.idle  # type: ignore[assignment]
         self._last_notify = 0.0
         self._reported_counts = (-1, -1)
         self._cut_since_warning = 0
@@ -289,7 +291,9 @@ class EventLoopWorker(gthread.ThreadWorker):
         super().handle_quit(sig, frame)
 
     def run(self) -> None:
-        self.poller.register(self.method_queue.fileno(), selectors.EVENT_READ, self.method_queue.run_callbacks)
+        queue_fd = self.method_queue.fileno()
+        assert queue_fd is not None  # opened by init_process
+        self.poller.register(queue_fd, selectors.EVENT_READ, self.method_queue.run_callbacks)
         self.set_accept_enabled(True)
         while self.alive:
             self._notify_when_due()
@@ -472,7 +476,7 @@ class EventLoopWorker(gthread.ThreadWorker):
             served = self.large_pool.submit(self.handle, conn)
             served.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
         else:
-            self.enqueue_req(conn)
+            self.enqueue_req(conn)  # type: ignore[arg-type]  # our Connection stands in for gthread's TConn
 
     def _establish(self, conn: Connection) -> None:
         """Count the connection against worker_connections, closing the longest-idle kept-alive
@@ -504,8 +508,9 @@ class EventLoopWorker(gthread.ThreadWorker):
             req = next(conn.parser)
             if not req:
                 return False
-            return self._keepalive_after(conn, self.handle_request(req, conn))
-        except http.errors.NoMoreData as exc:
+            # gthread's own helper (not in the type stubs); our Connection stands in for its TConn.
+            return self._keepalive_after(conn, self.handle_request(req, conn))  # type: ignore[attr-defined,arg-type]
+        except NoMoreData as exc:
             self.log.debug("Ignored premature client disconnection. %s", exc)
         except StopIteration as exc:
             self.log.debug("Closing connection. %s", exc)
@@ -598,7 +603,7 @@ class EventLoopWorker(gthread.ThreadWorker):
             self.nr_conns -= 1
         try:
             if graceful:
-                gthread.util.close_graceful(conn.sock)  # never waits: see _RequestDeadline.shutdown
+                util.close_graceful(conn.sock)  # never waits: see _RequestDeadline.shutdown
             else:
                 conn.sock.close()
         except OSError:
