@@ -487,7 +487,8 @@ def print_result(result: AttackResult) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench soak", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench soak", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--quick", action="store_true", help="a few seconds per attack, smaller counts")
     parser.add_argument("--seconds", type=float, help="measuring window per attack (default 40, quick 3)")
     parser.add_argument("--only", action="append", choices=[a.name for a in ATTACKS], help="run only this attack")
