@@ -53,6 +53,11 @@ def _read_body() -> Any:
                              "announced: the client stalled or went away") from None
     except OSError as exc:  # the client stalled or went away (webhook.connections)
         raise BadReview(408, f"request body did not arrive: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the HTTP server refused the body's framing
+        # gunicorn raises its own parse errors (bad chunk size or terminator, bad trailer) only
+        # when the body is read, i.e. here: the client's mistake, not the webhook's.
+        framing = "chunked framing" if declared_length is None else "framing"
+        raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
     # plain dict, rather than on flask.g, reached through a context-local proxy.
     review = environ[_REVIEW_KEY] = read_json(body)
