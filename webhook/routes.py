@@ -48,6 +48,8 @@ def _read_body() -> Any:
     declared_length = get_content_length(environ)
     try:
         body = read_body(stream, declared_length)
+    except BadReview:
+        raise
     except ClientDisconnected:
         raise BadReview(400, f"request body ended before the {declared_length} bytes its Content-Length "
                              "announced: the client stalled or went away") from None
