@@ -11,6 +11,7 @@ from certs import authority
 from policies.config import PolicyError
 from webhook import create_app, metrics, policy_source
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
+from webhook.last_good_policy import LastGoodPolicy
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
@@ -84,11 +85,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
     options = serve_options(args)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
+    # Where the workers keep the last good policy for those gunicorn starts later.
+    last_good = LastGoodPolicy.make() if options.policy_file is not None else None
     if options.policy_file is not None:
         try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
-            policy_source.load_at_startup(options.policy_file)
+            policy_source.load_at_startup(options.policy_file, last_good)
         except PolicyError as exc:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
+            if last_good is not None:
+                last_good.remove()
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
@@ -100,4 +105,6 @@ def run(args: argparse.Namespace) -> int:
         # remove what every worker still writes to.
         if os.getpid() == master:
             metrics.release_multiprocess_dir(metrics_dir)
+            if last_good is not None:
+                last_good.remove()
     return 0
