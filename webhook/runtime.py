@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from policies.cluster import NO_CLUSTER, ClusterView
 from policies.policy import Policy
 from webhook.admission import Admission
+from webhook.body_budget import BodyBudget
 from webhook.conversion_review import ConversionWebhook
 
 # A readiness check answers (ready, detail); detail is shown on /readyz.
@@ -19,6 +20,8 @@ class Runtime:
     admission: Admission
     conversion: ConversionWebhook = field(default_factory=ConversionWebhook)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
+    # The memory request bodies may take at once in this process (webhook.body_budget).
+    body_budget: BodyBudget = field(default_factory=BodyBudget)
 
     def readiness(self) -> tuple[bool, dict[str, dict[str, object]]]:
         results = {}

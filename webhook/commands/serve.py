@@ -9,7 +9,8 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import create_app, metrics, policy_source
+from webhook import create_app, memory_return, metrics, policy_source
+from webhook.body_budget import SMALL_CHARGE, MiB
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.last_good_policy import LastGoodPolicy
 from webhook.server import WebhookServer, gunicorn_options
@@ -35,6 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--client-timeout", type=float, default=ServeOptions.client_timeout, metavar="SECONDS",
                         help="seconds a client may take to send one request, TLS handshake included; slower "
                              "or silent clients are disconnected (default %(default)s)")
+    parser.add_argument("--body-memory", type=int, default=ServeOptions.body_memory_mib, metavar="MIB",
+                        help="memory (MiB) the request bodies of one worker may take at once while they are read and "
+                             "decoded; a request that does not fit waits for room within its timeout, then gets a 429. "
+                             "Keep workers x this + 150 under the container's memory limit (default %(default)s)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -57,7 +62,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
                         dev=args.dev, workers=args.workers, threads=args.threads,
                         client_timeout=args.client_timeout, policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
-                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
+                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node,
+                        body_memory_mib=args.body_memory)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--client-timeout must be a positive number of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
+    if args.body_memory < SMALL_CHARGE // MiB:
+        args.parser.error(f"--body-memory must be at least {SMALL_CHARGE // MiB} (MiB)")
     if args.dev:
         bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
@@ -96,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
                 last_good.remove()
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
+    memory_return.tune()  # before gunicorn forks: the workers inherit it
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
     master = os.getpid()
     try:
