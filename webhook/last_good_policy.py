@@ -1,6 +1,6 @@
 """The last good policy of one server, shared by all its worker processes through a file.
 
-Each worker watches the policy file on its own (``webhook.policy_source``). A worker that
+Each worker watches the policy file on its own (``webhook.policy_reload``). A worker that
 gunicorn starts later (after a crash, an OOM kill, a timeout, a ``SIGHUP`` or ``--max-requests``)
 reads the file as it is then; when the file is invalid or gone at that moment, the worker must
 serve what the running workers serve (the last policy that was good), not the one the server

@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
-from tests.builders import admission_review, mpijob
-from tests.webhook.app_client import webhook
+from testing.builders import admission_review, mpijob
+from testing.app_client import webhook
 from webhook.body_budget import SMALL_CHARGE, BodyBudget, MiB, NoRoom, decoding_cost
 from webhook.review import read_json
 

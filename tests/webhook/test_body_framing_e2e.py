@@ -8,8 +8,8 @@ import ssl
 
 import pytest
 
-from tests.builders import admission_review, mpijob
-from tests.tls_server import TlsServer
+from testing.builders import admission_review, mpijob
+from testing.tls_server import TlsServer
 
 REVIEW = json.dumps(admission_review(mpijob())).encode()
 HEAD = (b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

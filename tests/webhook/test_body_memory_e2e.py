@@ -9,8 +9,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.builders import admission_review, mpijob
-from tests.tls_server import TlsServer, serving
+from testing.builders import admission_review, mpijob
+from testing.tls_server import TlsServer, serving
 
 MiB = 1024 * 1024
 # Room for one of the bodies below at a time (each is charged 42 MiB): without the budget, the

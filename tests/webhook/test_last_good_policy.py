@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from policies.base import Action
-from webhook import policy_source
+from policies.interface import Action
+from webhook import policy_reload
 from webhook.last_good_policy import KeptPolicy, LastGoodPolicy
-from webhook.policy_source import PolicySource
+from webhook.policy_reload import PolicySource
 from tests.webhook.configmap_volume import ConfigMapVolume
 from tests.webhook.test_policy_source import AUDIT, TYPO, WARN, Recorder, slots_action
 
@@ -58,7 +58,7 @@ def test_an_unreadable_store_is_no_policy_with_a_warning(store, caplog):
 def test_a_worker_keeps_what_it_loads_and_a_later_worker_falls_back_on_it(tmp_path, store):
     volume = ConfigMapVolume(tmp_path / "policy")
     volume.write(WARN)
-    started_with = policy_source.load_at_startup(volume.path, store)
+    started_with = policy_reload.load_at_startup(volume.path, store)
     first = PolicySource(volume.path, fallback=started_with, keep=store, namespace="ns")
     volume.write(DENY)
     assert first.refresh() == "success"
@@ -85,7 +85,7 @@ def test_a_worker_keeps_what_it_loads_and_a_later_worker_falls_back_on_it(tmp_pa
 def test_a_later_worker_reads_an_unchanged_file_itself(tmp_path, store):
     volume = ConfigMapVolume(tmp_path / "policy")
     volume.write(WARN)
-    policy_source.load_at_startup(volume.path, store)
+    policy_reload.load_at_startup(volume.path, store)
     recorder = Recorder()
     later = PolicySource(volume.path, keep=store, namespace="ns", record=recorder)
     assert recorder.results == ["success"]  # logged and counted as loaded, like every worker
@@ -96,7 +96,7 @@ def test_a_later_worker_reads_an_unchanged_file_itself(tmp_path, store):
 def test_a_missing_file_at_a_later_start_keeps_the_last_good_policy(tmp_path, store):
     volume = ConfigMapVolume(tmp_path / "policy")
     volume.write(DENY)
-    policy_source.load_at_startup(volume.path, store)
+    policy_reload.load_at_startup(volume.path, store)
     volume.remove_key()
     later = PolicySource(volume.path, keep=store, namespace="ns")
     assert slots_action(later) is Action.DENY

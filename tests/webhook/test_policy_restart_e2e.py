@@ -10,8 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from tests.builders import admission_review, mpijob
-from tests.tls_server import TlsServer, serving
+from testing.builders import admission_review, mpijob
+from testing.tls_server import TlsServer, serving
 from tests.webhook.configmap_volume import ConfigMapVolume
 from tests.webhook.test_policy_e2e import every_worker_logged, wait_for
 
@@ -32,7 +32,7 @@ def replace_worker(server: TlsServer, pid: int) -> int:
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: len(workers(server) - others - {pid}) == 1, f"a worker to replace {pid}", server)
     [new] = workers(server) - others - {pid}
-    wait_for(lambda: f"[{new}] [ERROR] webhook.policy_source: " in server.output(), f"worker {new} to read the file",
+    wait_for(lambda: f"[{new}] [ERROR] webhook.policy_reload: " in server.output(), f"worker {new} to read the file",
              server)
     return new
 
@@ -78,14 +78,14 @@ def test_a_replaced_worker_serves_the_last_good_policy(tmp_path: Path):
                  "SIGHUP to replace both workers", server)
         replacements = sorted(workers(server))
         for pid in replacements:
-            wait_for(lambda: f"[{pid}] [ERROR] webhook.policy_source: " in server.output(),
+            wait_for(lambda: f"[{pid}] [ERROR] webhook.policy_reload: " in server.output(),
                      f"worker {pid} to read the file", server)
         assert [fifty_workers_allowed(server) for _ in range(20)] == [False] * 20
 
         # The file fixed: the replacements load it like any worker.
         volume.write(START)
         for pid in replacements:
-            wait_for(lambda: f"[{pid}] [INFO] webhook.policy_source: policy loaded from {volume.path}" in server.output(),
+            wait_for(lambda: f"[{pid}] [INFO] webhook.policy_reload: policy loaded from {volume.path}" in server.output(),
                      f"worker {pid} to load the fixed file", server)
         wait_for(lambda: all(fifty_workers_allowed(server) for _ in range(6)), "max 64 again", server)
     assert not list(Path(tmp_path / "server").glob("mpijob-webhook-policy-*"))  # removed at shutdown

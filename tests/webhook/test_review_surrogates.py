@@ -11,9 +11,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from tests.builders import admission_review, mpijob
-from tests.tls_server import TlsServer
-from tests.webhook.app_client import webhook
+from testing.builders import admission_review, mpijob
+from testing.tls_server import TlsServer
+from testing.app_client import webhook
 from webhook.review import lone_surrogate
 
 ENDPOINTS = ("/validate", "/mutate", "/convert")

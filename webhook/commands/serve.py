@@ -9,7 +9,7 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import create_app, memory_return, metrics, policy_source
+from webhook import create_app, memory_return, metrics, policy_reload
 from webhook.body_budget import SMALL_CHARGE, MiB
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.last_good_policy import LastGoodPolicy
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     last_good = LastGoodPolicy.make() if options.policy_file is not None else None
     if options.policy_file is not None:
         try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
-            policy_source.load_at_startup(options.policy_file, last_good)
+            policy_reload.load_at_startup(options.policy_file, last_good)
         except PolicyError as exc:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
             if last_good is not None:
