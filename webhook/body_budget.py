@@ -33,15 +33,18 @@ from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 
+from webhook.review import json_structure
+
 MiB = 1024 * 1024
 DEFAULT_CAPACITY = 256 * MiB
 # A request charged this much or less never queues behind bigger ones (it still needs room).
 SMALL_CHARGE = 4 * MiB
 # Memory a request costs whatever its body: the parser's and the answer's own state.
 PER_REQUEST = 64 * 1024
-# Reading a body of N bytes holds the bytes, their decoded text (1 byte a character for the
-# ASCII the API server sends) and the nesting and surrogate checks' passes over the bytes.
-READING_FACTOR = 4
+# Reading a body of N bytes holds the bytes, then the passes over them that count its structure
+# and check its nesting (up to 3 N for a body that is all brackets), or the bytes and their
+# decoded text (1 byte a character for the ASCII the API server sends) and a piece of the checks.
+READING_FACTOR = 5
 # What one JSON object or list costs once built, at most (a dict holding one key: 232 bytes
 # on CPython 3.11, a list that grew to 4 slots: 88), and one value beside it (its slot in the
 # container, a float, an int or a short string: up to 64).
@@ -68,12 +71,10 @@ def reading_cost(declared_length: int | None, max_body: int) -> int:
 def decoding_cost(body: bytes | bytearray) -> int:
     """An upper bound of what decoding ``body`` into Python objects costs at its peak: the
     text (4 bytes a character at worst once one character is beyond Latin-1), the strings
-    copied out of it, and every object, list and value. Brackets, commas and colons are
-    counted wherever they are, strings included: an overestimate, never an underestimate.
-    Five passes at C speed; no copy."""
+    copied out of it, and every object, list and value, counted outside strings
+    (``review.json_structure``)."""
     width = 1 if body.isascii() else 4
-    containers = body.count(b"{") + body.count(b"[")
-    separators = body.count(b",") + body.count(b":")
+    containers, separators = json_structure(body)
     return PER_REQUEST + (READING_FACTOR + 2 * width) * len(body) + PER_CONTAINER * containers + PER_VALUE * separators
 
 

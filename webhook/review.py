@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -162,29 +162,64 @@ _ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _FEW_ESCAPES = 100
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_MARKS = bytes(b for b in range(256) if b not in b'[]{}"')
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}",:')
 
 
-def _nested_deeper_than(body: bytes, limit: int, encoding: str | None = None) -> bool:
+def _nested_deeper_than(body: bytes | bytearray, limit: int, encoding: str | None = None, *,
+                        piece_bytes: int = 1024 * 1024) -> bool:
     """Whether a body ``json.loads`` accepted nests objects and lists more than ``limit`` deep,
     read from its bytes at C speed (a walk of the decoded document costs more than the rules).
     No recursion and no pass per level: any shape up to the body limit is answered in
-    milliseconds."""
+    milliseconds. The bytes are read ``piece_bytes`` at a time: what is copied on the way is
+    a piece, not the whole body."""
     encoding = encoding or _encoding(body)
     if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16 or UTF-32, which json.loads also reads
         body = body.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
-    # Every escape drops out, so that every quote left opens or closes a string: one pass of a
-    # regular expression while escapes are few, as in any real review; bytes.replace when many.
-    body, escapes = _ESCAPE.subn(b"", body, count=_FEW_ESCAPES)
-    if escapes == _FEW_ESCAPES:
-        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")  # the only escapes that hide a quote
-    # Brackets ({ read as [) and quotes only: UTF-8 never has these bytes inside a character.
-    marks = body.translate(_BRACKETS, _NOT_MARKS)
+    marks = b"".join([_marks(piece) for piece in _pieces(body, piece_bytes)])
     # Two quotes in a row have nothing between them: dropping them leaves every other quote
     # opening or closing as before, and in most bodies no quote at all.
     marks = marks.replace(b'""', b"")
     if b'"' in marks:
         marks = b"".join(marks.split(b'"')[::2])  # brackets inside strings
     return len(marks) > 2 * limit and _balanced_within(limit).fullmatch(marks) is None
+
+
+def _pieces(body: bytes | bytearray, size: int) -> Iterator[bytes]:
+    """``body`` in consecutive pieces of about ``size`` bytes, none of which ends inside an
+    escape: a piece never ends on a backslash, so the next one never starts after one."""
+    start, end_of_body = 0, len(body)
+    while start < end_of_body:
+        end = min(start + size, end_of_body)
+        while end < end_of_body and body[end - 1] == 0x5C:  # a backslash
+            end += 1
+        yield bytes(body[start:end])
+        start = end
+
+
+def json_structure(body: bytes | bytearray, piece_bytes: int = 1024 * 1024) -> tuple[int, int]:
+    """(objects and lists, commas and colons) of a UTF-8 JSON body, outside its strings: how
+    many containers and values decoding it builds, read from the bytes at C speed and without
+    copying more than a piece of it. For a body json would refuse, some count (never an error);
+    for one in UTF-16 or UTF-32, every bracket, comma and colon byte, in strings or not."""
+    if _encoding(body) not in ("utf-8", "utf-8-sig"):
+        return body.count(b"{") + body.count(b"["), body.count(b",") + body.count(b":")
+    marks = b"".join([_marks(piece, _NOT_STRUCTURE) for piece in _pieces(body, piece_bytes)])
+    marks = marks.replace(b'""', b"")
+    if b'"' in marks:
+        marks = b"".join(marks.split(b'"')[::2])
+    return marks.count(b"["), marks.count(b",") + marks.count(b":")
+
+
+def _marks(piece: bytes, delete: bytes = _NOT_MARKS) -> bytes:
+    """The brackets ({ read as [) and the quotes of ``piece`` that delimit strings (and every
+    other byte ``delete`` keeps)."""
+    # Every escape drops out, so that every quote left opens or closes a string: one pass of a
+    # regular expression while escapes are few, as in any real review; bytes.replace when many.
+    piece, escapes = _ESCAPE.subn(b"", piece, count=_FEW_ESCAPES)
+    if escapes == _FEW_ESCAPES:
+        piece = piece.replace(b"\\\\", b"").replace(b'\\"', b"")  # the only escapes that hide a quote
+    # UTF-8 never has these bytes inside a character.
+    return piece.translate(_BRACKETS, delete)
 
 
 # A \\uD800-\\uDFFF escape: half of a UTF-16 pair, which JSON writes for characters beyond U+FFFF.

@@ -148,6 +148,7 @@ SHAPES = {
     "escaped non-Latin-1": body_of(b'"\\u4e2d"'),
     "astral text": json.dumps({"a": "x" * 200_000 + "😀"}, ensure_ascii=False).encode(),
     "long ASCII string": json.dumps({"a": "x" * 200_000}).encode(),
+    "brackets and commas in a string": json.dumps({"a": "[{,:}]" * 40_000}).encode(),
 }
 
 
@@ -224,3 +225,9 @@ def test_the_api_servers_timeout_parameter_bounds_the_wait(query: str, seconds: 
     from webhook.routes import client_timeout
 
     assert client_timeout(query) == seconds
+
+
+def test_brackets_and_commas_inside_strings_cost_nothing_more():
+    """A 7 MiB annotation of commas decodes into one string: it is charged as one."""
+    body = json.dumps({"a": "," * (7 * MiB - 100)}).encode()
+    assert decoding_cost(body) < 8 * len(body)
