@@ -13,8 +13,8 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from webhook import metrics, responses
 from webhook.conversion_review import parse_conversion_review
 from webhook.body_budget import MiB, NoRoom, decoding_cost, reading_cost
-from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
-                            read_json)
+from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, json_structure, parse_admission_review,
+                            read_body, read_json)
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,9 @@ def _read_body() -> Any:
         raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
     cost = decoding_cost(body)
     if cost > budget.capacity:
-        raise BadReview(413, f"request body would take about {cost // MiB} MiB of memory to decode ({len(body)} bytes "
-                             f"holding up to {body.count(b'{') + body.count(b'[')} objects and lists), more than the "
+        containers, separators = json_structure(body)
+        raise BadReview(413, f"request body would take about {cost // MiB} MiB of memory to decode ({len(body)} bytes: "
+                             f"{containers} objects and lists, {separators} commas and colons), more than the "
                              f"{budget.capacity // MiB} MiB this server decodes at once; no AdmissionReview does")
     room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
