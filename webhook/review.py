@@ -133,7 +133,7 @@ def read_json(body: bytes | bytearray) -> Any:
     return doc
 
 
-def _encoding(body: bytes) -> str:
+def _encoding(body: bytes | bytearray) -> str:
     """``json.detect_encoding(body)``, told at once for the usual body: a "{" and then a byte
     that is not NUL is UTF-8 (no byte order mark starts with "{", UTF-16 and UTF-32 put a NUL
     beside it)."""
@@ -229,7 +229,7 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATES = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?:(\\u[dD][c-fC-F][0-9a-fA-F]{2}))?|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-def lone_surrogate(body: bytes, encoding: str | None = None) -> bytes | None:
+def lone_surrogate(body: bytes | bytearray, encoding: str | None = None) -> bytes | None:
     """The first \\u escape of a UTF-16 surrogate that is not part of a pair in a body
     ``json.loads`` accepted, or None. json reads one as a str that holds a lone surrogate, which
     cannot be encoded (a log line that holds one fails to be written). One search at C speed

@@ -54,7 +54,7 @@ def _read_body() -> Any:
     # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
     # given back when the request has been answered (release_body_room).
     budget = runtime().body_budget
-    deadline = budget.deadline(client_timeout(environ.get("QUERY_STRING", "")))
+    deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
     room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
     try:
         body = read_body(stream, declared_length)
@@ -85,6 +85,7 @@ def _read_body() -> Any:
 
 _REVIEW_KEY = "mpijob-webhook.review"
 _ROOM_KEY = "mpijob-webhook.body-room"
+ADMISSION_PATHS = ("/validate", "/mutate")
 # The API server tells the webhook how long it waits, as a Go duration: ?timeout=10s.
 _TIMEOUT_PARAMETER = re.compile(r"(?:^|&)timeout=([0-9.a-zµ%]+)")
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)")
@@ -93,7 +94,7 @@ _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0
 ANSWER_MARGIN = 1.0
 
 
-def client_timeout(query: str) -> float | None:
+def requested_wait(query: str) -> float | None:
     """Seconds the client may still wait for a body to get room: its ``timeout`` query
     parameter (the API server's webhook timeout) less ``ANSWER_MARGIN``; None if it gives none."""
     found = _TIMEOUT_PARAMETER.search(query) if query else None
@@ -114,7 +115,6 @@ def release_body_room(error: BaseException | None = None) -> None:
     room = environ.pop(_ROOM_KEY, None)
     if room is not None:
         room.release()
-ADMISSION_PATHS = ("/validate", "/mutate")
 
 
 @routes.post("/validate")

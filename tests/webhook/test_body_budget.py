@@ -223,9 +223,9 @@ def test_a_failing_rule_gives_the_room_back():
     ("timeout=soon", None), ("xtimeout=5s", None),
 ])
 def test_the_api_servers_timeout_parameter_bounds_the_wait(query: str, seconds: float | None):
-    from webhook.routes import client_timeout
+    from webhook.routes import requested_wait
 
-    assert client_timeout(query) == seconds
+    assert requested_wait(query) == seconds
 
 
 def test_brackets_and_commas_inside_strings_cost_nothing_more():
