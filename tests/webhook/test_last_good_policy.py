@@ -13,7 +13,7 @@ from webhook import policy_reload
 from webhook.last_good_policy import KeptPolicy, LastGoodPolicy
 from webhook.policy_reload import PolicySource
 from tests.webhook.configmap_volume import ConfigMapVolume
-from tests.webhook.test_policy_source import AUDIT, TYPO, WARN, Recorder, slots_action
+from tests.webhook.test_policy_reload import AUDIT, TYPO, WARN, Recorder, slots_action
 
 DENY = "rules:\n  slots-per-worker: deny\n"
 
