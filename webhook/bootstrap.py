@@ -9,6 +9,7 @@ from pathlib import Path
 from policies.conversion import DEFAULT_GPUS_PER_NODE, ConversionOptions
 from webhook import client_auth, metrics, policy_reload, watch_caches
 from webhook.audit import AuditLog
+from webhook.body_budget import DEFAULT_CAPACITY, MiB, BodyBudget
 from webhook.audit import flush as flush_audit_log
 from webhook.client_auth import ClientAuthentication
 from webhook.connections import DEFAULT_CLIENT_SECONDS, DEFAULT_MAX_PENDING
@@ -47,11 +48,14 @@ class ServeOptions:
     kubeconfig: Path | None = None
     # Per-node capacity for v1alpha1 jobs sized by gpus/processingUnits that do not give it.
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE
+    # Memory the request bodies of one worker may take at once (webhook.body_budget).
+    body_memory_mib: int = DEFAULT_CAPACITY // MiB
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
     view, readiness = watch_caches.connect(options.kubeconfig, dev=options.dev, on_sync=metrics.record_cache_sync)
     runtime = default_runtime(cluster=view)
+    runtime.body_budget = body_budget(options)
     configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
     if readiness is not None:
         runtime.readiness_checks["cluster"] = readiness
@@ -60,6 +64,18 @@ def build_runtime(options: ServeOptions) -> Runtime:
                                                    options.client_auth_paths)
     observe(runtime, options)
     return runtime
+
+
+# Of the client timeout, what a body that waited for room keeps for arriving: the deadline for
+# the whole request (webhook.connections) keeps running while it waits.
+BODY_READ_SECONDS = 2.0
+
+
+def body_budget(options: ServeOptions) -> BodyBudget:
+    """The budget of one worker: at most half its threads wait for room (the others serve
+    everyone else), each for no longer than leaves its body time to arrive."""
+    return BodyBudget(options.body_memory_mib * MiB, max_waiting=max(1, options.threads // 2),
+                      max_wait=max(options.client_timeout - BODY_READ_SECONDS, options.client_timeout / 2))
 
 
 def observe(runtime: Runtime, options: ServeOptions) -> None:

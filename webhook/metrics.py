@@ -20,6 +20,7 @@ Hooks for the other parts of the server (all cheap, safe from any thread):
 - ``observe_decision(decision)``: an ``Admission`` observer (requests, latency, findings).
 - ``record_conversion(from_version, to_version, result)``: one converted object of a
   ConversionReview; ``result`` is ``"success"`` or ``"failed"``.
+- ``record_escaped_audit_line()``: an audit line had to be escaped to be written (``webhook.audit``).
 - ``record_cache_sync(cache, when=None)``: a cluster-state cache (``"nodes"``,
   ``"resourcequotas"``, …) is in sync with the API server as of ``when`` (default: now); call it
   after every successful list and on every watch event or bookmark. ``/metrics`` reports the age.
@@ -90,6 +91,10 @@ class _Metrics:
         self.bad_requests = _Children(Counter(
             f"{PREFIX}_bad_requests_total", "Requests refused before any decision (malformed, too large, wrong type).",
             ["endpoint", "code"]))
+        self.escaped_audit_lines = _Children(Counter(
+            f"{PREFIX}_audit_lines_escaped_total",
+            "Audit lines that could not be written as they were (a character the output cannot encode) and were "
+            "written with every non-ASCII character escaped instead.", ["reason"]))
         self.conversions = _Children(Counter(
             f"{PREFIX}_conversions_total", "Objects converted between MPIJob versions, by result.",
             ["from_version", "to_version", "result"]))
@@ -182,6 +187,10 @@ def record_dropped_connection(reason: str, connection: object = None) -> None:
 def record_refused_client(endpoint: str, reason: str) -> None:
     """A request (or, endpoint ``handshake``, a TLS handshake) refused by client authentication."""
     _count("refused_clients", endpoint, reason)
+
+
+def record_escaped_audit_line() -> None:
+    _count("escaped_audit_lines", "unencodable")
 
 
 def record_conversion(from_version: str, to_version: str, result: str) -> None:

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import client_auth, create_app, metrics, policy_reload
+from webhook import client_auth, create_app, memory_return, metrics, policy_reload
+from webhook.body_budget import SMALL_CHARGE, MiB
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.input_files import unreadable
+from webhook.last_good_policy import LastGoodPolicy
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
@@ -68,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --client-ca-file: the endpoints that require the client certificate (repeat "
                              "the flag; default /validate and /mutate: the API server presents no client "
                              "certificate to CRD conversion webhooks, see docs/security.md)")
+    parser.add_argument("--body-memory", type=int, default=ServeOptions.body_memory_mib, metavar="MIB",
+                        help="memory (MiB) the request bodies of one worker may take at once while they are read and "
+                             "decoded; a request that does not fit waits for room within its timeout, then gets a 429. "
+                             "Keep workers x this + 150 under the container's memory limit (default %(default)s)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -94,7 +100,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
                         client_auth_paths=frozenset(args.client_auth_paths or client_auth.DEFAULT_PATHS),
                         policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
-                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
+                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node,
+                        body_memory_mib=args.body_memory)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--health-port must be a port number other than --port")
     if (args.client_names or args.client_auth_paths) and args.client_ca_file is None:
         args.parser.error("--client-name and --client-auth-endpoint need --client-ca-file")
+    if args.body_memory < SMALL_CHARGE // MiB:
+        args.parser.error(f"--body-memory must be at least {SMALL_CHARGE // MiB} (MiB)")
     master = os.getpid()
     # --dev: a throwaway CA and serving key, removed again however the server stops short of
     # SIGKILL (gunicorn's master leaves through here on SIGTERM and SIGINT too).
@@ -142,17 +151,24 @@ def _serve(args: argparse.Namespace, master: int, dev_dir: Path | None) -> int:
             return 2
     options = serve_options(args)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
+    # Where the workers keep the last good policy for those gunicorn starts later.
+    last_good = LastGoodPolicy.make() if options.policy_file is not None else None
     if options.policy_file is not None:
         try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
-            policy_reload.load_at_startup(options.policy_file)
+            policy_reload.load_at_startup(options.policy_file, last_good)
         except PolicyError as exc:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
+            if last_good is not None:
+                last_good.remove()
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
+    memory_return.tune()  # before gunicorn forks: the workers inherit it
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
     finally:
         if os.getpid() == master:
             metrics.release_multiprocess_dir(metrics_dir)
+            if last_good is not None:
+                last_good.remove()
     return 0
