@@ -13,7 +13,7 @@ build their messages from it, so a finding about a TrainJob names ``spec.trainer
 where the same finding about an MPIJob names ``spec.mpiReplicaSpecs[Worker].replicas``.
 
 Built for every request and read by several rules: slotted dataclasses, not frozen ones (see
-``policies.base``). Read only: never change a view or what it holds.
+``policies.base``), compared by identity. Read only: never change a view or what it holds.
 """
 from __future__ import annotations
 
@@ -58,8 +58,19 @@ class Source:
     @property
     def field_name(self) -> str:
         """The last name of the path, as messages quote it: ``slotsPerWorker``, ``numProcPerNode``."""
-        last = self.path.rsplit(".", 1)[-1]
-        return last.split("[", 1)[0] or last
+        path = self.path
+        bracket = path.find("[")
+        if bracket < 0:  # no key or index to step over: most paths
+            return path.rsplit(".", 1)[-1]
+        depth, start = 0, 0
+        for index, char in enumerate(path):  # the last name outside brackets (keys may hold dots)
+            if char == "[":
+                depth += 1
+            elif char == "]":
+                depth -= 1
+            elif char == "." and depth == 0:
+                start = index + 1
+        return path[start:].split("[", 1)[0]
 
     def child(self, suffix: str) -> Source:
         """The source of a field inside this one: ``resources.child("limits[nvidia.com/gpu]")``."""
@@ -87,7 +98,7 @@ class Role(StrEnum):
     WORKER = "worker"  # runs sshd and the ranks
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ContainerRef:
     """One container of a pod group as the pods will run it, and where its fields were written.
 
@@ -128,7 +139,7 @@ class ContainerRef:
         return self.resources.path if self.resources is not None else f"{self.path}.resources"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class PodGroup:
     """The pods of one role: how many the controller creates, from which template.
 
@@ -217,7 +228,7 @@ def max_name_length(names: PodNames) -> int:
     return DNS1035_LABEL_MAX - len(names.longest(""))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Workload:
     """One MPI job as the workload rules see it. Build it with the builder of its API
     (``policies.mpijob.workload.mpijob_workload``), once per request (``request_workload``)."""
