@@ -234,7 +234,7 @@ class Workload:
     (``policies.mpijob.workload.mpijob_workload``), once per request (``request_workload``)."""
 
     kind: WorkloadKind
-    namespace: str
+    namespace: str  # metadata.namespace, else the request's
     name: str  # metadata.name; "" when the API server is still to generate it
     generate_name: str  # metadata.generateName, or ""
     launcher: PodGroup
@@ -274,7 +274,7 @@ class Workload:
 
 def request_workload(ctx: RuleContext) -> Workload:
     """The view of the request's object, built once per request (per context)."""
-    return ctx.derived("workload", lambda: workload_of(ctx.job))
+    return ctx.derived("workload", lambda: workload_of(ctx.job, ctx.namespace))
 
 
 def request_old_workload(ctx: RuleContext) -> Workload | None:
@@ -282,11 +282,12 @@ def request_old_workload(ctx: RuleContext) -> Workload | None:
     old = ctx.old_job
     if old is None:
         return None
-    return ctx.derived("old-workload", lambda: workload_of(old))
+    return ctx.derived("old-workload", lambda: workload_of(old, ctx.namespace))
 
 
-def workload_of(obj: Mapping[str, Any]) -> Workload:
-    """The view of ``obj``, by the builder of its API (MPIJob v2beta1 unless it says otherwise)."""
+def workload_of(obj: Mapping[str, Any], namespace: str = "") -> Workload:
+    """The view of ``obj``, by the builder of its API (MPIJob v2beta1 unless it says otherwise).
+    ``namespace``: the request's, for an object that does not name its own (a CREATE may not)."""
     from policies.mpijob.workload import mpijob_workload  # the builders read this module's types
 
-    return mpijob_workload(obj)
+    return mpijob_workload(obj, namespace)
