@@ -90,6 +90,7 @@ class EffectiveReplicatedJob:
     # Where each pod spec field (nodeSelector, tolerations, …) and the pod template's labels and
     # annotations were last written: the runtime, or the patch that set them
     pod_fields: Mapping[str, Written] = field(default_factory=dict)
+    count_explicit: bool = True  # False: nobody wrote the count, the controller's default 1 applies
 
     @property
     def pods(self) -> int:
@@ -259,10 +260,11 @@ def _replicated_job(index: int, job: Obj, fields: Provenance, policy: Obj, job_t
     count = parallelism if _is_int(parallelism) else 1
     count_written = Written(f"{where}.template.spec.parallelism", True)
     replicas = job.get("replicas") if _is_int(job.get("replicas")) else 1
+    explicit = _is_int(parallelism)
     is_trainer = ancestor == ANCESTOR_TRAINER
     if is_trainer:
         num_nodes = policy.get("numNodes")
-        count = num_nodes if _is_int(num_nodes) else 1
+        count, explicit = (num_nodes, True) if _is_int(num_nodes) else (1, False)
         count_written = Written("spec.mlPolicy.numNodes", True)
         replicas = 1
     count = max(count, 1)
@@ -292,7 +294,7 @@ def _replicated_job(index: int, job: Obj, fields: Provenance, policy: Obj, job_t
     pod_template = {**pod, "spec": pod_spec}
     ordered = tuple(c for c in containers if not c.init) + tuple(c for c in containers if c.init)
     return EffectiveReplicatedJob(name, ancestor, replicas, count, count_written, pod_template,
-                                  Written(where, True), ordered, fields)
+                                  Written(where, True), ordered, fields, explicit)
 
 
 def _with_trainer_values(container: Obj, job_trainer: Obj, image: Written) -> tuple[Obj, Written]:
@@ -329,7 +331,7 @@ def _node_count(jobs: list[EffectiveReplicatedJob], job_trainer: Obj,
     for job in jobs:
         if job.name == NODE:
             job.count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
-            job.count_written = Written("spec.trainer.numNodes")
+            job.count_written, job.count_explicit = Written("spec.trainer.numNodes"), True
             break
     return jobs
 
