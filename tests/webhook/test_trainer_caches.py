@@ -94,3 +94,18 @@ def test_trainer_installed_later_is_picked_up(tmp_path: Path):
             eventually(lambda: caches.training_runtime("ClusterTrainingRuntime", "", "deepspeed-distributed"))
         finally:
             caches.stop()
+
+
+def test_validate_reads_the_runtime_from_the_caches(api: KubeAPI, caches: ClusterCaches):
+    from tests.policies.trainer.trainer_data import trainjob_review
+    from tests.webhook.app_client import webhook
+
+    served = webhook(cluster=caches)
+    job = trainjob(numNodes=300)
+    before = served.review("/validate", trainjob_review(job))["response"]
+    assert before["allowed"] is True and before["warnings"][0].startswith("[cluster-state] spec.runtimeRef.name")
+    api.apply(runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"))
+    eventually(lambda: caches.training_runtime("ClusterTrainingRuntime", "", "deepspeed-distributed"))
+    after = served.review("/validate", trainjob_review(job))["response"]
+    assert after["allowed"] is False
+    assert after["status"]["details"]["causes"][0]["field"] == "spec.trainer.numNodes"

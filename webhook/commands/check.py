@@ -24,15 +24,18 @@ STDIN = "-"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help="check MPIJob manifests offline, exactly as the webhook would",
-        description="Evaluate MPIJob manifests (multi-document YAML; - for stdin) with the webhook's rules, "
-                    "mutations and messages. Exit 0: all admitted; 1: any denied; 2: bad input.",
+        "check", help="check MPIJob and TrainJob manifests offline, exactly as the webhook would",
+        description="Evaluate MPIJob and Kubeflow Trainer TrainJob manifests (multi-document YAML; - for stdin) "
+                    "with the webhook's rules, mutations and messages; the training runtimes TrainJobs name are "
+                    "read from the same input or from --cluster-state. "
+                    "Exit 0: all admitted; 1: any denied; 2: bad input.",
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for stdin")
     parser.add_argument("--policy-file", type=Path, metavar="FILE", help="the policy to check against "
                         "(default: the built-in policy)")
     parser.add_argument("--cluster-state", type=Path, metavar="FILE",
-                        help="YAML of ResourceQuota, LimitRange, Node, Namespace, LocalQueue and MPIJob objects "
+                        help="YAML of ResourceQuota, LimitRange, Node, Namespace, LocalQueue, MPIJob, "
+                             "ClusterTrainingRuntime, TrainingRuntime and TrainJob objects "
                              "(e.g. kubectl get quota,limits,nodes -A -o yaml) for the cluster-aware rules; "
                              "without it those rules are reported as skipped")
     parser.add_argument("--namespace", default="default",
@@ -62,12 +65,18 @@ def evaluate(args: argparse.Namespace) -> Report:
         return empty.with_error(error)
     results: list[dict[str, Any]] = []
     errors: list[BadInput] = []
+    inputs: list[tuple[str, int, dict[str, Any]]] = []
     for name in args.files:
         try:
-            for index, obj in documents(read(name), label(name)):
-                results.append(checker.check(obj, label(name), index))
+            inputs += [(label(name), index, obj) for index, obj in documents(read(name), label(name))]
         except BadInput as error:
             errors.append(error)
+    try:
+        checker.add_runtimes(inputs)  # runtimes given beside the TrainJobs, in any order
+    except BadInput as error:
+        errors.append(error)
+    for source, index, obj in inputs:
+        results.append(checker.check(obj, source, index))
     return Report(tuple(results), tuple(errors), args.cluster_state is not None)
 
 
@@ -106,7 +115,9 @@ def render_text(report: Report) -> Iterator[str]:
         where = f"{result['source']}[{result['document']}]"
         what = f"{result['kind']} {result['namespace']}/{result['name']}"
         if result["decision"] == "ignored":
-            yield f"{where} {result['apiVersion']} {what}: ignored (not an MPIJob)"
+            why = "a training runtime, read for the TrainJobs" if result["reason"] == "training-runtime" \
+                else "not an MPIJob"
+            yield f"{where} {result['apiVersion']} {what}: ignored ({why})"
             continue
         note = f" ({result['reason']})" if result["reason"] not in ("checked", "invalid-shape") else ""
         yield f"{where} {what}: {result['decision']}{note}"
