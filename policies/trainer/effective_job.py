@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from policies.quantities import quantity_or_none
 from policies.trainer import strategic_merge
@@ -259,7 +259,8 @@ def _replicated_job(index: int, job: Obj, fields: Provenance, policy: Obj, job_t
     parallelism = mapping(job_template, "spec").get("parallelism")
     count = parallelism if _is_int(parallelism) else 1
     count_written = Written(f"{where}.template.spec.parallelism", True)
-    replicas = job.get("replicas") if _is_int(job.get("replicas")) else 1
+    listed_replicas = job.get("replicas")
+    replicas = listed_replicas if _is_int(listed_replicas) else 1
     explicit = _is_int(parallelism)
     is_trainer = ancestor == ANCESTOR_TRAINER
     if is_trainer:
@@ -399,5 +400,5 @@ def _int_or_string(value: Any) -> int:
     return 0
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
