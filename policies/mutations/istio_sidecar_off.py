@@ -58,12 +58,13 @@ class IstioSidecarOff:
         targets = [rj for rj in (effective.launcher, effective.node) if rj is not None]
         asked = [rj.name for rj in targets if asks_for_sidecar(rj.pod_template.get("metadata"))]
         changed = full = False
+        # Written for every pod it may touch, not only those that lack it: "false" again changes
+        # nothing, and the pods then share one patch entry (on v2.1, one override per target set)
+        eligible = [rj for rj in targets if not (params.keep_explicit_true and rj.name in asked)]
         for field in INJECT_FIELDS:
-            missing = [rj.name for rj in targets
-                       if not (params.keep_explicit_true and rj.name in asked)
-                       and lookup(rj.pod_template.get("metadata"), (field, INJECT)) != "false"]
-            if missing:
-                done = own_patch.set_on_pods(job, review.shape, missing, "metadata", field, "false", INJECT)
+            if any(lookup(rj.pod_template.get("metadata"), (field, INJECT)) != "false" for rj in eligible):
+                names = [rj.name for rj in eligible]
+                done = own_patch.set_on_pods(job, review.shape, names, "metadata", field, "false", INJECT)
                 changed, full = changed or done, full or not done
         warnings = self._warnings(asked, params)
         if full:
