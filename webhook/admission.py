@@ -20,6 +20,7 @@ from policies.structural import as_admitted
 from policies.trainer.api import KUEUE_MANAGER
 from policies.trainer.review import TrainJobReview, attach, review_trainjob
 from policies.trainer.review import TRAINING_RUNTIME_RULE
+from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.conversion_review import hub_converter
 from webhook.review import AdmissionRequest
@@ -131,7 +132,12 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "validate", "exempt")
+        invalid = self._trainjob_shape(req, "validate")
+        if invalid:
+            return invalid
         old = req.old_object if req.operation == "UPDATE" and isinstance(req.old_object, Mapping) else None
+        if old is not None and check_trainjob_shape(old):
+            old = None  # a stored object the rules cannot read: nothing to ratchet against
         review = self._review(req, req.object, settings, old)
         if review.runtime is None:
             if not review.runtime_ref.supported:
@@ -157,6 +163,9 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "mutate", "exempt")
+        invalid = self._trainjob_shape(req, "mutate")
+        if invalid:
+            return invalid
         review = self._review(req, req.object, settings, None)
         if review.runtime is not None and review.effective is None:
             return self._allow(req, "mutate", "not-mpi-runtime")
@@ -167,6 +176,14 @@ class Admission:
         ctx = self._context(req, req.object, settings, None)
         attach(ctx, review)
         return self._mutated(req, ctx)
+
+    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
+        """A TrainJob whose fields the webhook reads have the wrong types: refused with their
+        paths, nothing else runs (the runtime could not even be chosen safely)."""
+        findings = check_trainjob_shape(req.object)
+        if not findings:
+            return None
+        return responses.deny_findings(req, findings), Decision(endpoint, req, False, "invalid-shape")
 
     def _review(self, req: AdmissionRequest, obj: Mapping[str, Any], settings: Settings,
                 old: Mapping[str, Any] | None) -> TrainJobReview:

@@ -344,3 +344,19 @@ def test_the_mutated_trainjob_passes_validate_and_the_crd(shape):
     assert checked["allowed"] is True and "warnings" not in checked
     again = served.review("/mutate", trainjob_review(patched))["response"]
     assert "patch" not in again
+
+
+@pytest.mark.parametrize("endpoint", ["/validate", "/mutate"])
+def test_fields_of_the_wrong_type_are_refused_with_their_paths(endpoint):
+    job = trainjob(numNodes="four", image=1)
+    job["spec"]["runtimePatches"] = [{"manager": "example.com/x", "trainingRuntimeSpec": {"template": {"spec": {
+        "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+            "tolerations": "all"}}}}}]}}}}]
+    served = webhook(cluster=cluster())
+    response = served.review(endpoint, trainjob_review(job))["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert [c["field"] for c in response["status"]["details"]["causes"]] == [
+        "spec.trainer.image", "spec.trainer.numNodes",
+        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.tolerations"]
+    assert response["status"]["details"]["kind"] == "TrainJob"
+    assert served.last.reason == "invalid-shape"
