@@ -356,7 +356,7 @@ def test_fields_of_the_wrong_type_are_refused_with_their_paths(endpoint):
     response = served.review(endpoint, trainjob_review(job))["response"]
     assert response["allowed"] is False and response["status"]["code"] == 422
     assert [c["field"] for c in response["status"]["details"]["causes"]] == [
-        "spec.trainer.image", "spec.trainer.numNodes",
+        "spec.trainer.numNodes", "spec.trainer.image",
         "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.tolerations"]
     assert response["status"]["details"]["kind"] == "TrainJob"
     assert served.last.reason == "invalid-shape"
