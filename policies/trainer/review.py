@@ -38,6 +38,7 @@ class TrainJobReview:
     shape: ApiShape
     effective: EffectiveJob | None  # None unless the runtime was found and is an MPI runtime
     multikueue: bool = False  # spec.managedBy MultiKueue: no pods in this cluster
+    namespace: str = ""  # the request's
     _workload: Workload | None = field(default=None, repr=False)
 
     @property
@@ -55,7 +56,7 @@ class TrainJobReview:
 
             if self.effective is None:
                 raise ValueError(f"{self.runtime_label} is not a known MPI runtime: no workload view")
-            self._workload = trainjob_workload(self.trainjob, self.effective)
+            self._workload = trainjob_workload(self.trainjob, self.effective, self.namespace)
         return self._workload
 
 
@@ -89,7 +90,7 @@ def review_trainjob(trainjob: Obj, namespace: str, cluster: ClusterView, *, pinn
     shape = detect_shape(trainjob, pinned_shape, old_trainjob)
     effective = effective_job(trainjob, runtime, shape) if runtime is not None and mpi_policy(runtime) is not None \
         else None
-    return TrainJobReview(trainjob, ref, runtime, shape, effective, is_multikueue(trainjob))
+    return TrainJobReview(trainjob, ref, runtime, shape, effective, is_multikueue(trainjob), namespace)
 
 
 def attach(ctx: RuleContext, review: TrainJobReview, old: TrainJobReview | None = None) -> None:

@@ -69,8 +69,9 @@ class JobSetPodNames:
         return max(names, key=len, default=name + GENERATED)
 
 
-def trainjob_workload(trainjob: Obj, effective: EffectiveJob) -> Workload:
-    """The view of ``trainjob`` whose runtime's effective job is ``effective``."""
+def trainjob_workload(trainjob: Obj, effective: EffectiveJob, namespace: str = "") -> Workload:
+    """The view of ``trainjob`` whose runtime's effective job is ``effective``; ``namespace``:
+    the request's, for an object that does not name its own (a CREATE may not)."""
     origin = effective.runtime.describe()
     meta = metadata(trainjob)
     launcher_as_node = effective.run_launcher_as_node
@@ -78,7 +79,7 @@ def trainjob_workload(trainjob: Obj, effective: EffectiveJob) -> Workload:
     workers = _group(Role.WORKER, NODE, effective.node, origin, trainjob, launcher_as_node)
     return Workload(
         kind=TRAINJOB_KIND,
-        namespace=str(meta.get("namespace") or ""),
+        namespace=str(meta.get("namespace") or namespace),
         name=meta.get("name") or "",
         generate_name=meta.get("generateName") or "",
         launcher=launcher,
