@@ -234,7 +234,7 @@ class Workload:
     (``policies.mpijob.workload.mpijob_workload``), once per request (``request_workload``)."""
 
     kind: WorkloadKind
-    namespace: str
+    namespace: str  # metadata.namespace, else the request's
     name: str  # metadata.name; "" when the API server is still to generate it
     generate_name: str  # metadata.generateName, or ""
     launcher: PodGroup
@@ -289,14 +289,15 @@ def _workload_in(ctx: RuleContext, obj: Mapping[str, Any]) -> Workload:
     """A TrainJob's view needs its runtime, which the context carries (``ctx.trainjob``)."""
     if ctx.trainjob is not None:
         return ctx.trainjob.workload(obj)  # type: ignore[no-any-return]
-    return workload_of(obj)
+    return workload_of(obj, ctx.namespace)
 
 
-def workload_of(obj: Mapping[str, Any] | Workload) -> Workload:
-    """The view of ``obj``, by the builder of its API (MPIJob v2beta1 unless it says otherwise);
-    a view already built (a TrainJob's, which needs its runtime) is taken as it is."""
+def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workload:
+    """The view of ``obj``, by the builder of its API (MPIJob v2beta1 unless it says otherwise).
+    ``namespace``: the request's, for an object that does not name its own (a CREATE may not).
+    A view already built (a TrainJob's, which needs its runtime) is taken as it is."""
     if isinstance(obj, Workload):
         return obj
     from policies.mpijob.workload import mpijob_workload  # the builders read this module's types
 
-    return mpijob_workload(obj)
+    return mpijob_workload(obj, namespace)

@@ -64,8 +64,9 @@ class MPIJobPodNames:
         return worker if len(worker) >= len(launcher) else launcher
 
 
-def mpijob_workload(job: Mapping[str, Any]) -> Workload:
-    """The view of a v2beta1 MPIJob (any dict: a missing field is what the operator makes of it)."""
+def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
+    """The view of a v2beta1 MPIJob (any dict: a missing field is what the operator makes of it).
+    ``namespace``: the request's, for an object that does not name its own."""
     job_spec, meta = spec(job), metadata(job)
     specs = job_spec.get("mpiReplicaSpecs") or {}
     launcher = _group(LAUNCHER, specs.get(LAUNCHER))
@@ -73,7 +74,7 @@ def mpijob_workload(job: Mapping[str, Any]) -> Workload:
     runs_ranks = bool(job_spec.get("runLauncherAsWorker"))
     return Workload(
         kind=MPIJOB,
-        namespace=str(meta.get("namespace") or ""),
+        namespace=str(meta.get("namespace") or namespace),
         name=meta.get("name") or "",
         generate_name=meta.get("generateName") or "",
         launcher=launcher,

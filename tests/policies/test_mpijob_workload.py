@@ -97,6 +97,14 @@ def test_run_launcher_as_worker_makes_the_launcher_a_rank_group_and_names_only_t
     assert (view.pod_names.counted, view.pod_names.longest("pi")) == ("no Worker spec", "pi-launcher")
 
 
+def test_an_object_without_a_namespace_gets_the_requests():
+    assert mpijob_workload(mpijob()).namespace == ""
+    assert mpijob_workload(mpijob(), "team-b").namespace == "team-b"
+    assert mpijob_workload(mpijob(namespace="team-a"), "team-b").namespace == "team-a"
+    ctx = context(mpijob())
+    assert request_workload(ctx).namespace == ctx.namespace != ""
+
+
 def test_generate_name_leaves_the_name_empty():
     job = mpijob()
     job["metadata"] = {"generateName": "train-"}
