@@ -365,10 +365,10 @@ def test_fields_of_the_wrong_type_are_refused_with_their_paths(endpoint):
 def test_the_policy_file_pins_the_api_shape():
     from policies.config import PolicyError, parse_policy
 
-    policy = parse_policy("rules:\n  training-runtime:\n    apiShape: v2.1\n")
+    policy = parse_policy("rules:\n  training-runtime:\n    params:\n      apiShape: v2.1\n")
     assert policy.settings.params("training-runtime").api_shape == "v2.1"
     with pytest.raises(PolicyError, match="apiShape must be one of auto, v2.1, v2.2, v2.3"):
-        parse_policy("rules:\n  training-runtime:\n    apiShape: v9\n")
+        parse_policy("rules:\n  training-runtime:\n    params:\n      apiShape: v9\n")
     # pinned v2.1, a TrainJob with no field of either shape gets a podTemplateOverrides entry
     served = webhook(cluster=cluster("v2.1"), policy=policy)
     response = served.review("/mutate", trainjob_review(trainjob(numNodes=4)))["response"]
