@@ -13,7 +13,7 @@ build their messages from it, so a finding about a TrainJob names ``spec.trainer
 where the same finding about an MPIJob names ``spec.mpiReplicaSpecs[Worker].replicas``.
 
 Built for every request and read by several rules: slotted dataclasses, not frozen ones (see
-``policies.base``), compared by identity. Read only: never change a view or what it holds.
+``policies.interface``), compared by identity. Read only: never change a view or what it holds.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from policies.base import RuleContext
+    from policies.interface import RuleContext
 
 DNS1035_LABEL_MAX = 63
 
@@ -231,7 +231,7 @@ def max_name_length(names: PodNames) -> int:
 @dataclass(slots=True, eq=False)
 class Workload:
     """One MPI job as the workload rules see it. Build it with the builder of its API
-    (``policies.mpijob.workload.mpijob_workload``), once per request (``request_workload``)."""
+    (``policies.mpijob.workload_builder.mpijob_workload``), once per request (``request_workload``)."""
 
     kind: WorkloadKind
     namespace: str  # metadata.namespace, else the request's
@@ -298,6 +298,6 @@ def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workl
     A view already built (a TrainJob's, which needs its runtime) is taken as it is."""
     if isinstance(obj, Workload):
         return obj
-    from policies.mpijob.workload import mpijob_workload  # the builders read this module's types
+    from policies.mpijob.workload_builder import mpijob_workload  # the builders read this module's types
 
     return mpijob_workload(obj, namespace)

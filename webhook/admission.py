@@ -8,18 +8,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.base import Finding, Mutation, Problem, Rule, RuleContext
-from policies.cluster import ClusterView
+from policies.interface import Finding, Mutation, Problem, Rule, RuleContext
+from policies.cluster_view import ClusterView
 from policies.conversion import advisory
 from policies.engine import CLUSTER_STATE_RULE, MutationResult, Outcome, Verdict, evaluate, json_patch, mutate
-from policies.jobs import HUB_VERSION
-from policies.policy import Policy
-from policies.settings import Settings
+from policies.mpijob.reading import HUB_VERSION
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import Settings
+from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
-from policies.structural import as_admitted
 from policies.trainer.api import KUEUE_MANAGER
-from policies.trainer.review import TrainJobReview, attach, review_trainjob
-from policies.trainer.review import TRAINING_RUNTIME_RULE
+from policies.trainer.review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
 from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.conversion_review import hub_converter

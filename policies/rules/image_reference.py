@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.kube.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
 from policies.workload import ContainerRef, PodGroup, Source, Workload, request_workload
 
 WARNING_MAX = 256  # the API server truncates longer warnings

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.mpijob.workload import MPIJobPodNames
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.mpijob.workload_builder import MPIJobPodNames
 from policies.workload import DNS1035_LABEL_MAX, request_workload
 from policies.workload import max_name_length as names_max_length
 

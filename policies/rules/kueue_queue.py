@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.cluster import Obj, SnapshotMemo
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.cluster_view import Obj, SnapshotMemo
 from policies.messages import fits_warning
 from policies.workload import request_workload
 

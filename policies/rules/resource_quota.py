@@ -3,7 +3,7 @@ exists.
 
 The MPI operator creates the pods one by one after the job was accepted; a quota then refuses
 them one by one and the job hangs half-started. This rule adds up what the job's pods will charge
-(``policies.quota``: launcher + workers × per worker, with LimitRange defaults) and compares it
+(``policies.kube.quota``: launcher + workers × per worker, with LimitRange defaults) and compares it
 with each quota whose scopes match them:
 
 - over ``hard``: it can never run as is — always denied (whatever Kueue does, the pods will
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import NamedTuple
 
-from policies.base import Action, Finding, Problem, RuleContext
+from policies.interface import Action, Finding, Problem, RuleContext
 from policies.messages import fits_warning, plural
-from policies.quantities import format_quantity
-from policies.quota import (
+from policies.kube.quantities import format_quantity
+from policies.kube.quota import (
     Charge,
     InFlight,
     NamespaceQuotas,
@@ -37,7 +37,7 @@ from policies.quota import (
     quota_matches_pod,
     unstated,
 )
-from policies.resources import ContainerResources, request_pods
+from policies.kube.pod_resources import ContainerResources, request_pods
 from policies.trainer.review import in_flight_trainjobs
 from policies.workload import Workload, request_old_workload, request_workload
 

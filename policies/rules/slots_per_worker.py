@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, RuleContext
+from policies.interface import Action, Finding, RuleContext
 from policies.workload import request_workload
 
 

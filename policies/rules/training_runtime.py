@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, Problem, RuleContext
+from policies.interface import Action, Finding, Problem, RuleContext
 from policies.trainer.api import ANCESTOR_LABEL, ANCESTOR_TRAINER, AUTO, LAUNCHER, NODE, OPENMPI, ApiShape, trainer
 from policies.trainer.effective_job import RUNTIME_JOBS, EffectiveReplicatedJob
 from policies.trainer.review import TrainJobReview, review_of

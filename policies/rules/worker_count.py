@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, Problem, RuleContext
+from policies.interface import Action, Finding, Problem, RuleContext
 from policies.workload import request_workload
 
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from policies.quantities import quantity_or_none
+from policies.kube.quantities import quantity_or_none
 from policies.trainer import strategic_merge
 from policies.trainer.api import (
     ANCESTOR_LABEL,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from policies.cluster import SnapshotMemo
+from policies.cluster_view import SnapshotMemo
 from policies.trainer.api import (
     AUTO,
     ApiShape,
@@ -22,9 +22,9 @@ from policies.trainer.api import (
 from policies.trainer.effective_job import EffectiveJob, effective_job
 
 if TYPE_CHECKING:
-    from policies.base import RuleContext
-    from policies.cluster import ClusterView
-    from policies.settings import Settings
+    from policies.interface import RuleContext
+    from policies.cluster_view import ClusterView
+    from policies.config.rule_settings import Settings
     from policies.workload import Workload
 
 TRAINING_RUNTIME_RULE = "training-runtime"  # whose apiShape parameter pins the API shape

@@ -1,7 +1,7 @@
 """The type check of a TrainJob's fields the webhook reads, before anything reads them.
 
 The API server checks a TrainJob against its CRD schema only after the mutating webhooks, and a
-hand-made request can carry anything: like an MPIJob's (``policies.shape``), a TrainJob whose
+hand-made request can carry anything: like an MPIJob's (``policies.mpijob.crd_type_check``), a TrainJob whose
 fields have the wrong types is refused with their paths, and nothing else runs on it. The schema
 covers the fields of both API shapes the webhook reads; the pod templates inside patches are
 checked against the same Kubernetes pod schema as an MPIJob's templates (from the embedded CRD
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
-from policies.base import Finding
-from policies.shape import OBJECT_META, mpijob_schema, schema_check
+from policies.interface import Finding
+from policies.mpijob.crd_type_check import OBJECT_META, mpijob_schema, schema_check
 
 _STRING: dict[str, Any] = {"type": "string"}
 _STRING_MAP = {"type": "object", "additionalProperties": _STRING}

@@ -4,9 +4,9 @@ the shape a TrainJob on an MPI runtime gives: counts from spec.trainer, slots fr
 GPUs from spec.trainer.resourcesPerNode)."""
 from dataclasses import dataclass
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.messages import line
-from policies.quota import namespace_quotas
+from policies.kube.quota import namespace_quotas
 from policies.rules.gpus_per_worker import GpusPerWorker
 from policies.rules.image_reference import ImageReference
 from policies.rules.job_name import JobName
@@ -24,8 +24,8 @@ from policies.workload import (
     WorkloadKind,
     request_workload,
 )
-from tests.builders import context, mpijob
-from tests.kube_objects import gpu_job, resource_quota
+from testing.builders import context, mpijob
+from testing.kube_objects import gpu_job, resource_quota
 
 RUNTIME = "ClusterTrainingRuntime mpi-cuda"
 REF = "spec.runtimeRef.name"

@@ -45,7 +45,7 @@ def test_runtime_in_the_same_file_after_the_trainjob(tmp_path, capsys):
 
 
 def test_runtime_from_cluster_state_with_the_quota(tmp_path, capsys):
-    from tests.kube_objects import resource_quota
+    from testing.kube_objects import resource_quota
 
     state = write(tmp_path / "cluster.yaml", runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"),
                   resource_quota("gpus", {"requests.nvidia.com/gpu": 4}, namespace="default"))

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.kube_api import CORE, MPIJOBS, TRAINER, KubeAPI
-from tests.kube_objects import namespace
+from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI
+from testing.kube_objects import namespace
 from tests.policies.trainer.trainer_data import runtime, trainjob
 from tests.webhook.test_cluster import FAST, eventually, start_caches
-from webhook.cluster import ClusterCaches
+from webhook.watch_caches import ClusterCaches
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def api() -> Iterator[KubeAPI]:
 def caches(api: KubeAPI, tmp_path: Path) -> Iterator[ClusterCaches]:
     started = start_caches(api, tmp_path)
     try:
-        assert started.wait_synced(5), started.readiness()
+        assert started.wait_synced(15), started.readiness()
         yield started
     finally:
         started.stop()
@@ -73,7 +73,7 @@ def test_without_the_trainer_crds_the_state_is_available_and_holds_no_runtime(tm
         server.apply(namespace("team-a"))
         caches = start_caches(server, tmp_path)
         try:
-            assert caches.wait_synced(5), caches.readiness()
+            assert caches.wait_synced(15), caches.readiness()
             assert caches.available
             assert caches.training_runtime("ClusterTrainingRuntime", "", "deepspeed-distributed") is None
             assert caches.trainjobs("team-a") == ()
@@ -87,7 +87,7 @@ def test_trainer_installed_later_is_picked_up(tmp_path: Path):
     with KubeAPI((*CORE, MPIJOBS)) as server:
         caches = start_caches(server, tmp_path, FAST)
         try:
-            assert caches.wait_synced(5)
+            assert caches.wait_synced(15)
             for resource in TRAINER:
                 server.install(resource)
             server.apply(runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"))
@@ -98,7 +98,7 @@ def test_trainer_installed_later_is_picked_up(tmp_path: Path):
 
 def test_validate_reads_the_runtime_from_the_caches(api: KubeAPI, caches: ClusterCaches):
     from tests.policies.trainer.trainer_data import trainjob_review
-    from tests.webhook.app_client import webhook
+    from testing.app_client import webhook
 
     served = webhook(cluster=caches)
     job = trainjob(numNodes=300)

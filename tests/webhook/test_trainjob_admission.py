@@ -10,14 +10,15 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from policies.base import Action
-from policies.cluster import StaticClusterView
-from policies.policy import Policy
-from policies.settings import Settings
-from tests.kube_objects import limit_range, local_queue, node, resource_quota
+from policies.interface import Action
+from policies.cluster_view import StaticClusterView
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import Settings
+from policies.registry import default_settings
+from testing.kube_objects import limit_range, local_queue, node, resource_quota
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
 from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
-from tests.webhook.app_client import webhook
+from testing.app_client import webhook
 
 RUNTIMES = {
     "v2.1": runtime("runtimes/v2.1.0-v2.2.1/deepspeed_distributed.yaml"),
@@ -34,7 +35,7 @@ def cluster(shape: str = "v2.3", **extra: Any) -> StaticClusterView:
 
 
 def settings(shape: str = "v2.3") -> Settings:
-    return Settings.defaults().with_rule("training-runtime", api_shape=shape)
+    return default_settings().with_rule("training-runtime", api_shape=shape)
 
 
 def validate(job: dict, shape: str = "v2.3", view: StaticClusterView | None = None,
@@ -363,7 +364,8 @@ def test_fields_of_the_wrong_type_are_refused_with_their_paths(endpoint):
 
 
 def test_the_policy_file_pins_the_api_shape():
-    from policies.config import PolicyError, parse_policy
+    from policies.config import PolicyError
+    from policies.config.reader import parse_policy
 
     policy = parse_policy("rules:\n  training-runtime:\n    params:\n      apiShape: v2.1\n")
     assert policy.settings.params("training-runtime").api_shape == "v2.1"

@@ -7,9 +7,9 @@ import copy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.cluster import StaticClusterView
+from policies.cluster_view import StaticClusterView
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
-from tests.webhook.app_client import webhook
+from testing.app_client import webhook
 
 VIEW = StaticClusterView(cluster_runtimes={"deepspeed-distributed": runtime("runtimes/v2.3.0/deepspeed_distributed.yaml")})
 SERVED = webhook(cluster=VIEW)

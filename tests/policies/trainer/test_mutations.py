@@ -13,20 +13,21 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from policies.cluster import StaticClusterView
+from policies.cluster_view import StaticClusterView
 from policies.engine import json_patch, mutate
-from policies.settings import Settings
+from policies.config.rule_settings import Settings
+from policies.registry import default_settings
 from policies.trainer.api import ApiShape
 from policies.trainer.effective_job import effective_job
 from policies.trainer.own_patch import MANAGER
 from policies.trainer.review import attach, review_trainjob
-from tests.builders import context
+from testing.builders import context
 from tests.policies.trainer.trainer_data import runtime, trainjob
 from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
 
 INJECT = "sidecar.istio.io/inject"
 QUEUE = "kueue.x-k8s.io/queue-name"
-CONFIGURED = (Settings.defaults().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 DEEPSPEED = runtime("runtimes/v2.3.0/deepspeed_distributed.yaml")
 CLUSTER = StaticClusterView(cluster_runtimes={"deepspeed-distributed": DEEPSPEED})
@@ -157,7 +158,7 @@ def test_a_trainjob_on_a_runtime_that_is_not_mpi_or_not_found_gets_no_pod_patch(
 
 
 def test_without_a_restricted_service_account_configured_the_pods_keep_theirs():
-    settings = Settings.defaults()
+    settings = default_settings()
     patched, _, applied, _ = run(trainjob(numNodes=2), settings=settings)
     assert applied == ("istio-sidecar-off",)
     for rj in own_entry(patched)["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:

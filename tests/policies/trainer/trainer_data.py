@@ -47,7 +47,7 @@ def trainjob(runtime_name: str = "deepspeed-distributed", *, name: str = "train"
 def trainjob_review(obj: Any, *, operation: str = "CREATE", old: Any = None, namespace: str = "team-a",
                     **options: Any) -> dict[str, Any]:
     """An AdmissionReview of a TrainJob, as the API server sends it."""
-    from tests.builders import admission_review  # noqa: PLC0415 - tests.builders imports the webhook's side
+    from testing.builders import admission_review  # noqa: PLC0415 - testing.builders imports the webhook's side
 
     review = admission_review(obj, operation=operation, old=old, namespace=namespace, **options)
     gvk = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"}

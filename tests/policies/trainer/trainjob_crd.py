@@ -9,7 +9,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from tests.crd import _OBJECT_META, _list_map_keys, _path, _to_json_schema
+from testing.crd import _OBJECT_META, _list_map_keys, _path, _to_json_schema
 from tests.policies.trainer.trainer_data import CRDS
 
 
