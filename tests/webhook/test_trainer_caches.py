@@ -10,8 +10,14 @@ import pytest
 from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI
 from testing.kube_objects import namespace
 from tests.policies.trainer.trainer_data import runtime, trainjob
-from tests.webhook.test_cluster import FAST, eventually, start_caches
+from tests.webhook.test_cluster import FAST, start_caches
+from tests.webhook.test_cluster import eventually as _eventually
 from webhook.watch_caches import ClusterCaches
+
+
+def eventually(condition, timeout: float = 10.0) -> float:
+    """Waits for a watch to deliver: generous, as the machine may be loaded; never a measure."""
+    return _eventually(condition, timeout)
 
 
 @pytest.fixture
