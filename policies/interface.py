@@ -106,7 +106,7 @@ class RuleContext:
     generated_name: bool = False
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
-    # For a Kubeflow Trainer TrainJob: its runtime and effective jobs (policies.trainer.review
+    # For a Kubeflow Trainer TrainJob: its runtime and effective jobs (policies.trainer.trainjob_review
     # TrainJobReviews); None for an MPIJob. An init field, so a context copied for the stored
     # object (ratcheting) keeps it.
     trainjob: Any = None

@@ -18,7 +18,7 @@ from policies.config.rule_settings import Settings
 from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
 from policies.trainer.api import KUEUE_MANAGER
-from policies.trainer.review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
+from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
 from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.conversion_review import hub_converter

@@ -7,7 +7,7 @@ from typing import Any
 from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, lookup, pod_templates, set_value, templates_phrase
 from policies.trainer import own_patch
-from policies.trainer.review import TrainJobReview, review_of
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 INJECT = "sidecar.istio.io/inject"
 # The label is Istio's current switch; OpenShift Service Mesh 2 still reads the annotation.

@@ -7,7 +7,7 @@ from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, pod_templates, set_default, set_value, templates_phrase
 from policies.kube.names import is_dns1123_subdomain
 from policies.trainer import own_patch
-from policies.trainer.review import TrainJobReview, review_of
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 AUTOMOUNT = "automountServiceAccountToken"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from policies.interface import Action, Finding, NoParams, Problem, RuleContext
 from policies.mpijob.reading import LAUNCHER, replica_path, replica_spec
 from policies.mpijob.replica_spec_checks import replica_problems
-from policies.trainer.review import TrainJobReview, review_of
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 PATH = replica_path(LAUNCHER)
 

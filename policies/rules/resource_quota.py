@@ -38,7 +38,7 @@ from policies.kube.quota import (
     unstated,
 )
 from policies.kube.pod_resources import ContainerResources, request_pods
-from policies.trainer.review import in_flight_trainjobs
+from policies.trainer.trainjob_review import in_flight_trainjobs
 from policies.workload import Workload, request_old_workload, request_workload
 
 ZERO = Decimal(0)

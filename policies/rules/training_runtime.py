@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.trainer.api import ANCESTOR_LABEL, ANCESTOR_TRAINER, AUTO, LAUNCHER, NODE, OPENMPI, ApiShape, trainer
 from policies.trainer.effective_job import RUNTIME_JOBS, EffectiveReplicatedJob
-from policies.trainer.review import TrainJobReview, review_of
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 RUNTIME_REF = "spec.runtimeRef.name"
 SHAPES = (AUTO, *(shape.value for shape in ApiShape))

@@ -20,7 +20,7 @@ from policies.registry import default_settings
 from policies.trainer.api import ApiShape
 from policies.trainer.effective_job import effective_job
 from policies.trainer.own_patch import MANAGER
-from policies.trainer.review import attach, review_trainjob
+from policies.trainer.trainjob_review import attach, review_trainjob
 from testing.builders import context
 from tests.policies.trainer.trainer_data import runtime, trainjob
 from tests.policies.trainer.trainjob_crd import trainjob_schema_errors

@@ -52,7 +52,7 @@ class TrainJobReview:
 
     def workload(self) -> Workload:
         if self._workload is None:
-            from policies.trainer.workload import trainjob_workload  # reads policies.workload
+            from policies.trainer.trainjob_workload import trainjob_workload  # reads policies.workload
 
             if self.effective is None:
                 raise ValueError(f"{self.runtime_label} is not a known MPI runtime: no workload view")
