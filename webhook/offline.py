@@ -141,7 +141,8 @@ def training_runtimes(objects: Iterable[tuple[str, int, Mapping[str, Any]]], def
     for source, index, obj in objects:
         if obj.get("kind") not in RUNTIME_KINDS:
             continue
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        listed = obj.get("metadata")
+        meta: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
         if not meta.get("name"):
             raise BadInput(source, f"a {obj['kind']} needs metadata.name", index)
         if obj["kind"] == "ClusterTrainingRuntime":
@@ -199,7 +200,7 @@ class Checker:
             "name": meta.get("name") or meta.get("generateName") or "",
         }
         if group == TRAINER_GROUP and obj["kind"] == TRAINJOB:
-            return {**result, **self._admit(obj, group, version, result["namespace"], TRAINJOB), "pruned": []}
+            return {**result, **self._admit(dict(obj), group, version, result["namespace"], TRAINJOB), "pruned": []}
         if group == TRAINER_GROUP and obj["kind"] in RUNTIME_KINDS:
             return {**result, "decision": "ignored", "reason": "training-runtime"}
         if group != GROUP or obj["kind"] != KIND:
