@@ -7,7 +7,9 @@ from typing import Any
 
 import yaml
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "trainer"
+from testing.reference_data import TRAINER
+
+DATA = TRAINER
 RUNTIMES = DATA / "runtimes"
 CRDS = DATA / "crds"
 
