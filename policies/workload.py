@@ -201,6 +201,12 @@ class WorkloadKind:
     plural: str  # mpijobs | trainjobs: kubectl get <plural>
     group: str  # kubeflow.org | trainer.kubeflow.org
     controller: str  # who creates the pods: "the operator", "the Trainer controller"
+    article: str = "a"  # "an MPIJob", "a TrainJob"
+
+    @property
+    def one(self) -> str:
+        """The kind with its indefinite article, as a message starts a sentence about one."""
+        return f"{self.article} {self.kind}"
 
     @property
     def count_resource(self) -> str:

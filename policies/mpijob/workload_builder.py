@@ -25,7 +25,7 @@ from policies.workload import (
     WorkloadKind,
 )
 
-MPIJOB = WorkloadKind(kind=KIND, plural="mpijobs", group=GROUP, controller="the operator")
+MPIJOB = WorkloadKind(kind=KIND, plural="mpijobs", group=GROUP, controller="the operator", article="an")
 OPERATOR = "kubeflow.org/mpi-operator"  # spec.runPolicy.managedBy of jobs this cluster's operator runs
 
 LAUNCHER_SUFFIX = "-launcher"

@@ -126,11 +126,11 @@ class GpusPerWorker:
         for resource, amount in sorted(pod_totals(counted, "requests").items()):
             allowed, limit_range = gpu_maximum(ctx, resource)
             if amount > allowed:
-                found.append(self._over(workload, pod, counted, resource, int(amount), allowed, limit_range))
+                found.append(self._over(ctx, workload, pod, counted, resource, int(amount), allowed, limit_range))
         return found
 
-    def _over(self, workload: Workload, pod: PodResources, counted: list[ContainerResources], resource: str,
-              asked: int, allowed: int, limit_range: str = "") -> Finding:
+    def _over(self, ctx: RuleContext, workload: Workload, pod: PodResources, counted: list[ContainerResources],
+              resource: str, asked: int, allowed: int, limit_range: str = "") -> Finding:
         running = [c for c in counted if (not c.init or c.sidecar) and c.requests.get(resource, 0) > 0]
         if sum(c.requests[resource] for c in running) != asked:  # the peak is while an init container runs
             source, parts = pod.template_at, " while its init containers run"
@@ -144,7 +144,7 @@ class GpusPerWorker:
         worker = pod.role is Role.WORKER
         noun = workload.workers.noun
         role = f"a {noun} pod" if worker else f"the {workload.launcher.noun} pod (it runs ranks too)"
-        spread = _spread(workload, asked, allowed) if worker else ""
+        spread = _spread(ctx, workload, asked, allowed) if worker else ""
         return Finding(self.id, source.finding_path,
                        source.said(f"{role} may use at most {allowed} {resource}"
                                    f"{f', set by LimitRange {limit_range}' if limit_range else ''} "
@@ -191,12 +191,12 @@ def _is_whole(value: Any) -> bool:
     return amount >= 0 and amount == amount.to_integral_value()
 
 
-def _spread(workload: Workload, asked: int, allowed: int) -> str:
+def _spread(ctx: RuleContext, workload: Workload, asked: int, allowed: int) -> str:
     """How to keep the job's total with more, smaller workers."""
     workers = workload.workers.count
     if not isinstance(workers, int) or workers < 1 or allowed < 1:
         return ""
-    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx))
+    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx), workload.workers.noun)
 
 
 def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
@@ -209,10 +209,10 @@ def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
     return max(params.min, 1), params.max
 
 
-def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None) -> str:
+def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None, noun: str = "worker") -> str:
     needed = max(-(-total // allowed), fewest)
     if most is not None and needed > most:
-        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, 'worker')}, "
+        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, noun)}, "
                 f"{most * allowed} at {allowed} each")
     each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
-    return f", and to keep {total} in total use {plural(needed, workload.workers.noun)} with {each} each"
+    return f", and to keep {total} in total use {plural(needed, noun)} with {each} each"

@@ -42,7 +42,7 @@ class WorkerCount:
                 return []
             group, flag = workers.source, workload.launcher_runs_ranks.source
             return [Finding(self.id, group.finding_path,
-                            group.said(f"an {workload.kind.kind} needs a {workers.name} replica spec unless "
+                            group.said(f"{workload.kind.one} needs a {workers.name} replica spec unless "
                                        f"{flag.path} is true; add {group.path} with replicas {_allowed(params)} "
                                        "and a pod template"),
                             Problem.REQUIRED)]

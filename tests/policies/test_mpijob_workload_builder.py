@@ -181,4 +181,4 @@ def test_the_replaced_object_of_an_update_has_its_own_view():
 
 def test_an_mpijob_view_by_kind_dispatch():
     assert workload_of(mpijob()).kind is MPIJOB
-    assert MPIJOB.count_resource == "count/mpijobs.kubeflow.org"
+    assert (MPIJOB.count_resource, MPIJOB.one) == ("count/mpijobs.kubeflow.org", "an MPIJob")
