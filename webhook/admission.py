@@ -105,7 +105,7 @@ class Admission:
             return self._allow(req, "mutate", "exempt")
         return self._mutated(req, self._context(req, req.object, settings, None))
 
-    def _mutated(self, req: AdmissionRequest, ctx: RuleContext) -> tuple[dict[str, Any], Decision]:
+    def _mutated(self, req: AdmissionRequest, ctx: RuleContext) -> tuple[AdmissionReviewAnswer, Decision]:
         result = mutate(ctx, self.mutations)
         if result.invalid:
             response = responses.deny_findings(req, result.invalid)
@@ -120,7 +120,7 @@ class Admission:
         return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))
 
     # --- TrainJobs (Kubeflow Trainer v2) ---------------------------------------------------
-    def _validate_trainjob(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+    def _validate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
         """Only TrainJobs on an MPI runtime are checked, by the same rules and policy as MPIJobs;
         the others pass untouched. A runtime the cache does not hold is the cluster-state case."""
         if not isinstance(req.object, Mapping):
@@ -157,7 +157,7 @@ class Admission:
         decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
         return responses.from_verdict(req, verdict), decision
 
-    def _mutate_trainjob(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+    def _mutate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
         if not isinstance(req.object, Mapping):
             return self._allow(req, "mutate", "not-mpi-runtime")
         settings = self._settings(req)
@@ -177,7 +177,7 @@ class Admission:
         attach(ctx, review)
         return self._mutated(req, ctx)
 
-    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
+    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
         """A TrainJob whose fields the webhook reads have the wrong types: refused with their
         paths, nothing else runs (the runtime could not even be chosen safely)."""
         findings = check_trainjob_shape(req.object)
