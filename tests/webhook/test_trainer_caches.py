@@ -10,8 +10,8 @@ import pytest
 from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI
 from testing.kube_objects import namespace
 from tests.policies.trainer.trainer_data import runtime, trainjob
-from tests.webhook.test_cluster import FAST, start_caches
-from tests.webhook.test_cluster import eventually as _eventually
+from tests.webhook.test_watch_caches import FAST, start_caches
+from tests.webhook.test_watch_caches import eventually as _eventually
 from webhook.watch_caches import ClusterCaches
 
 
