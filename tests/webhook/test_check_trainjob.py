@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import yaml
 
 from tests.policies.trainer.trainer_data import DATA, runtime, trainjob
+from tests.conftest import console_script
 from webhook.cli import main
 
 DEEPSPEED = DATA / "runtimes" / "v2.3.0" / "deepspeed_distributed.yaml"
@@ -74,8 +74,8 @@ def test_the_opendatahub_benchmark_trainjob_and_runtime(tmp_path, capsys):
 
 
 def test_the_console_script_reads_the_two_files(tmp_path):
-    script = shutil.which("mpijob-webhook")
-    assert script is not None, "put the virtualenv's bin on PATH"
+    script = str(console_script())  # the one beside the running interpreter, not PATH's
+    assert Path(script).is_file(), f"the mpijob-webhook console script is not installed at {script}: pip install -e ."
     job = write(tmp_path / "trainjob.yaml", trainjob(numNodes=4))
     result = subprocess.run([script, "check", str(job), str(DEEPSPEED)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
