@@ -3,6 +3,7 @@ whatever else the machine is doing, so a change of a few µs shows where timings
 
     python3 -m bench profile --mode instructions  # /validate, /mutate, /convert: about 6 minutes
     python3 -m bench profile --mode instructions /validate --requests 300
+    python3 -m bench profile --mode instructions /validate --warmup 20 --requests 30  # rougher, minutes on a busy machine
 
 For each endpoint, the floor's app and ours (as ``serve`` builds it, with one benchmark
 namespace's cluster state) each answer the payloads in-process in two runs under callgrind: a
@@ -63,29 +64,30 @@ class PerRequest:
         return cls(per("Ir"), per("I1mr"), per("D1mr", "D1mw"))
 
 
-def child(side: str, endpoint: str, requests: int) -> None:
+def child(side: str, endpoint: str, requests: int, warmup: int = WARMUP) -> None:
     """One run under callgrind: the warm-up, then ``requests`` more."""
     view, namespace = cluster_view()
     client = create_floor_app().test_client() if side == "floor" else app_client(view)
     load = payloads_for(endpoint, namespace, None)
     with audit_log_silenced():
-        post_all(client, load, WARMUP)()
+        post_all(client, load, warmup)()
         post_all(client, load, requests)()
 
 
-def run_under_callgrind(side: str, endpoint: str, requests: int, workdir: Path) -> dict[str, int]:
+def run_under_callgrind(side: str, endpoint: str, requests: int, workdir: Path, warmup: int = WARMUP) -> dict[str, int]:
     out = workdir / f"{side}{endpoint.replace('/', '-')}-{requests}.callgrind"
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--cache-sim=yes", f"--callgrind-out-file={out}",
-         sys.executable, "-m", "bench.instructions", "--child", side, endpoint, str(requests)],
+         sys.executable, "-m", "bench.instructions", "--child", side, endpoint, str(requests), str(warmup)],
         cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"callgrind run of {side} {endpoint} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return counts(out.read_text())
 
 
-def measure(endpoint: str, requests: int, workdir: Path, pool: ThreadPoolExecutor) -> dict[str, PerRequest]:
-    runs = {(side, n): pool.submit(run_under_callgrind, side, endpoint, n, workdir)
+def measure(endpoint: str, requests: int, workdir: Path, pool: ThreadPoolExecutor,
+            warmup: int = WARMUP) -> dict[str, PerRequest]:
+    runs = {(side, n): pool.submit(run_under_callgrind, side, endpoint, n, workdir, warmup)
             for side in SIDES for n in (0, requests)}
     return {side: PerRequest.between(runs[side, 0].result(), runs[side, requests].result(), requests)
             for side in SIDES}
@@ -109,22 +111,26 @@ def main(argv: list[str] | None = None) -> int:
                                      allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}", help="default: all three")
     parser.add_argument("--requests", type=int, default=300, help="requests counted per run (default 300)")
-    parser.add_argument("--child", nargs=3, metavar=("SIDE", "ENDPOINT", "REQUESTS"), help=argparse.SUPPRESS)
+    parser.add_argument("--warmup", type=int, default=WARMUP,
+                        help=f"requests before the counted ones, in both runs (default {WARMUP}; fewer: a faster, rougher count)")
+    parser.add_argument("--child", nargs=4, metavar=("SIDE", "ENDPOINT", "REQUESTS", "WARMUP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        side, endpoint, requests = args.child
-        child(side, endpoint, int(requests))
+        side, endpoint, requests, warmup = args.child
+        child(side, endpoint, int(requests), int(warmup))
         return 0
     endpoints = chosen_endpoints(parser, args.endpoints, ENDPOINTS)
     if args.requests < 1:
         parser.error("--requests must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must not be negative")
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="mpijob-webhook-instructions-") as tmp, ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
         for endpoint in endpoints:
-            lines += report(endpoint, measure(endpoint, args.requests, Path(tmp), pool))
+            lines += report(endpoint, measure(endpoint, args.requests, Path(tmp), pool, args.warmup))
     print("\n".join(lines).rstrip())
     return 0
 

@@ -55,6 +55,7 @@ class Plan:
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
     concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
     at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
+    servers_at_once: bool = False  # start the floor and every server of ours side by side (timings of start-up mean nothing then)
 
 
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
@@ -65,7 +66,8 @@ QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
 # one with no rules) and one cluster, whose size is the only namespaces row. The numbers mean nothing.
 SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, 14),
-             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True)
+             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
+             servers_at_once=True)
 
 
 def machine() -> dict[str, Any]:
@@ -266,14 +268,30 @@ def worker_memory(server: ServerProcess) -> tuple[float, float]:
 def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABLES) -> None:
     namespaces = plan.namespaces[-1]
     with ExitStack() as stack:
-        floor = stack.enter_context(bench.floor())
+        servers: list[ServerProcess] = []
+        # Every server started is stopped, side by side, however the run ends.
+        stack.callback(stop_all, servers)
+        floor = bench.floor()
+        if not plan.servers_at_once:
+            servers.append(floor.start())
         started = time.monotonic()
         cluster = stack.enter_context(bench.cluster(namespaces))
         bench.log(f"API server up with {namespaces} namespaces in {time.monotonic() - started:.1f} s")
+        # The smoke plan starts the servers of the rules table with the main one: no load phase
+        # runs while they list the cluster.
+        variants = {count: bench.ours(cluster, name=f"rules-{count}", rules=count)
+                    for count in (plan.rule_counts if plan.servers_at_once and "rules" in tables else ())
+                    if count < len(registry.RULES)}
         started, before = time.monotonic(), cluster.counts()
-        ours = stack.enter_context(bench.ours(cluster))
+        ours = bench.ours(cluster)
+        spawned = [ours, *variants.values(), *([floor] if plan.servers_at_once else [])]
+        servers += [server.spawn() for server in spawned]
+        ours.wait_until_ready()
         sync_seconds = time.monotonic() - started
-        watches = bench.settle(cluster, before)
+        for server in spawned:
+            server.wait_until_ready()
+        # The watches one replica opens: every server of ours started here opens the same kinds.
+        watches = bench.settle(cluster, before) // (1 + len(variants))
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -318,6 +336,12 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
                 continue
+            if count in variants:
+                describe(variants[count], main_load)
+                stats = bench.measure(variants[count], main_load, 8, cluster)
+                report.rules.append({"label": str(count), "stats": asdict(stats)})
+                bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
+                continue
             before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
                 bench.settle(cluster, before)
@@ -343,6 +367,14 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         report.namespaces[:0] = [namespaces_row(bench, size) for size in plan.namespaces[:-1]]
     report.replica.update(api_reads_during_load=bench.api_reads, watches_during_load=bench.api_watches,
                           load_phases=bench.load_phases)
+
+
+def stop_all(servers: list[ServerProcess]) -> None:
+    """Every server told to stop, then waited for: they stop side by side."""
+    for server in servers:
+        server.stop_soon()
+    for server in servers:
+        server.wait_stopped()
 
 
 def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:

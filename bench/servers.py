@@ -43,6 +43,13 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, ready_path: str = "/readyz") -> ServerProcess:
+        self.spawn()
+        self.wait_until_ready(ready_path)
+        return self
+
+    def spawn(self) -> ServerProcess:
+        """The process started, not waited for: servers spawned one after the other start
+        side by side (``wait_until_ready`` each before use)."""
         cpus = self._cpus
         with self.log.open("wb") as sink:  # the audit log and the server's own lines
             self.process = subprocess.Popen(
@@ -50,10 +57,9 @@ class ServerProcess:
                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        self._wait_for(ready_path)
         return self
 
-    def _wait_for(self, path: str) -> None:
+    def wait_until_ready(self, path: str = "/readyz") -> None:
         deadline = time.monotonic() + READY_SECONDS
         started = time.monotonic()
         while time.monotonic() < deadline:
@@ -118,10 +124,20 @@ class ServerProcess:
 
     # --- stopping ---------------------------------------------------------------------------
     def stop(self) -> None:
+        self.stop_soon()
+        self.wait_stopped()
+
+    def stop_soon(self) -> None:
+        """Tells the server to stop, without waiting for it (``wait_stopped``): several servers
+        stop side by side."""
         process = self.process
-        if process is None or process.poll() is not None:
+        if process is not None and process.poll() is None:
+            process.terminate()  # gunicorn stops its workers, then itself
+
+    def wait_stopped(self) -> None:
+        process = self.process
+        if process is None:
             return
-        process.terminate()  # gunicorn stops its workers, then itself
         try:
             process.wait(timeout=25)
         except subprocess.TimeoutExpired:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLUSTER_STATE_RULE = "cluster-state"
-# Reading a member off an Enum class costs ~0.1 µs (Python 3.11), more than what it is used for.
+# Read once: reading a member off an Enum class costs more than the comparison it is used for
+# (docs/performance.md, "Fast paths kept and removed").
 _DENY, _WARN = Action.DENY, Action.WARN
 
 

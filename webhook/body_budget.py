@@ -13,8 +13,8 @@ How a request is charged (``webhook.routes``):
 1. Before its body is read: what reading and decoding its declared length costs at least
    (``reading_cost``). The client's bytes stay in the kernel until there is room.
 2. Once the body is in: what building the document will cost, estimated from the body's
-   structure at C speed (``decoding_cost``). More than ``capacity`` is a 413: no amount of
-   waiting makes it fit. More than the request holds: it gives back what it holds and waits,
+   structure at C speed (``decoding_cost``). More than ``capacity`` is a 413 (worded with
+   the other 413s, ``review.too_costly_to_decode``): no amount of waiting makes it fit. More than the request holds: it gives back what it holds and waits,
    first in line, for the whole amount; a request never waits while holding room, so two
    requests can never wait on each other.
 

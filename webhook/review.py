@@ -14,6 +14,9 @@ from typing import IO, Any
 
 from policies.interface import UserInfo
 
+# Request too large (413): every reason and its words are here (the size limit, checked by
+# ``refuse_declared_length`` and ``read_body``; the memory decoding would take, ``too_costly_to_decode``);
+# webhook.routes answers them, webhook.body_budget prices them.
 # controller-runtime's cap: no real AdmissionReview or ConversionReview comes near it.
 MAX_BODY_BYTES = 7 * 1024 * 1024
 TOO_LARGE = f"request body is larger than {MAX_BODY_BYTES // 2**20} MiB ({MAX_BODY_BYTES} bytes); no AdmissionReview or ConversionReview is"
@@ -34,6 +37,29 @@ class BadReview(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+    @property
+    def reason(self) -> str:
+        """The metav1.Status reason of ``status``."""
+        return _REASONS.get(self.status, "BadRequest")
+
+
+_REASONS = {400: "BadRequest", 408: "Timeout", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
+
+
+def refuse_declared_length(declared_length: int | None, limit: int = MAX_BODY_BYTES) -> None:
+    """A 413 for a body whose Content-Length is over ``limit``, before a byte of it is read."""
+    if declared_length is not None and declared_length > limit:
+        raise BadReview(413, TOO_LARGE)
+
+
+def too_costly_to_decode(body: bytes | bytearray, cost: int, capacity: int) -> BadReview:
+    """The 413 for a body whose decoding would take ``cost`` bytes of memory, more than the
+    ``capacity`` a server decodes at once (webhook.body_budget): no amount of waiting makes it fit."""
+    containers, separators = json_structure(body)
+    return BadReview(413, f"request body would take about {cost // 2**20} MiB of memory to decode ({len(body)} bytes: "
+                          f"{containers} objects and lists, {separators} commas and colons), more than the "
+                          f"{capacity // 2**20} MiB this server decodes at once; no AdmissionReview does")
 
 
 # Slotted and not frozen: built for every request, and a frozen dataclass sets each of its 15
@@ -71,8 +97,7 @@ def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_B
     byte ``limit + 1``: an endless body is never buffered beyond the limit. A body of known
     length is read up to that length, with no read to learn that nothing follows, straight into
     one buffer of that size (no list of pieces joined into a second copy at the end)."""
-    if declared_length is not None and declared_length > limit:
-        raise BadReview(413, TOO_LARGE)
+    refuse_declared_length(declared_length, limit)
     if declared_length is None:
         grown = bytearray()
         while chunk := stream.read(min(_READ_STEP, limit + 1 - len(grown))):

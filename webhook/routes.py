@@ -13,10 +13,10 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 
 from webhook import client_auth, metrics, responses
 from webhook.conversion_review import parse_conversion_review
-from webhook.body_budget import MiB, NoRoom, decoding_cost, reading_cost
+from webhook.body_budget import NoRoom, decoding_cost, reading_cost
 from webhook.responses import StatusBody
-from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, json_structure, parse_admission_review,
-                            read_body, read_json)
+from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
+                            read_json, refuse_declared_length, too_costly_to_decode)
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -51,8 +51,7 @@ def _read_body() -> Any:
     # Not request.stream: werkzeug's own limit silently truncates a body longer than it.
     stream = get_input_stream(environ, max_content_length=None)
     declared_length = get_content_length(environ)
-    if declared_length is not None and declared_length > MAX_BODY_BYTES:
-        raise BadReview(413, TOO_LARGE)  # before taking any room for it
+    refuse_declared_length(declared_length)  # before taking any room for it
     # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
     # given back when the request has been answered (release_body_room).
     budget = runtime().body_budget
@@ -74,10 +73,7 @@ def _read_body() -> Any:
         raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
     cost = decoding_cost(body)
     if cost > budget.capacity:
-        containers, separators = json_structure(body)
-        raise BadReview(413, f"request body would take about {cost // MiB} MiB of memory to decode ({len(body)} bytes: "
-                             f"{containers} objects and lists, {separators} commas and colons), more than the "
-                             f"{budget.capacity // MiB} MiB this server decodes at once; no AdmissionReview does")
+        raise too_costly_to_decode(body, cost, budget.capacity)
     room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
     # plain dict, rather than on flask.g, reached through a context-local proxy.
@@ -187,8 +183,7 @@ def metrics_endpoint() -> Response:
 @routes.app_errorhandler(BadReview)
 def bad_review(exc: BadReview) -> Response:
     metrics.record_bad_request(request.path.lstrip("/"), exc.status)
-    reasons = {400: "BadRequest", 408: "Timeout", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
-    return _json(status_body(exc.status, reasons.get(exc.status, "BadRequest"), exc.message), exc.status)
+    return _json(status_body(exc.status, exc.reason, exc.message), exc.status)
 
 
 @routes.app_errorhandler(NoRoom)
@@ -223,7 +218,7 @@ def _discard_body(environ: dict[str, Any]) -> None:
 def http_error(exc: HTTPException) -> Response:
     code = exc.code or 500
     message = exc.description or exc.name
-    if code == 413:
+    if code == 413:  # werkzeug's own limit (MAX_CONTENT_LENGTH): the same words as ours
         message = TOO_LARGE
     return _json(status_body(code, exc.name.replace(" ", ""), message), code)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from policies.interface import RuleContext
@@ -61,8 +60,6 @@ def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
 
-# The same few resource names come in every request; the answer depends on the name alone.
-@lru_cache(maxsize=1024)
 def is_non_overcommittable(resource: str) -> bool:
     return is_extended(resource) or resource.startswith(HUGEPAGES_PREFIX)
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from kubernetes.utils import parse_quantity
@@ -19,7 +18,7 @@ def quantity(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise BadQuantity(f"{value!r} is not a quantity")
     try:
-        return _parsed(value)
+        return parse_quantity(value)
     except (ValueError, ArithmeticError) as exc:
         raise BadQuantity(f"{value!r} is not a quantity (e.g. 2, \"500m\", \"4Gi\")") from exc
 
@@ -34,17 +33,9 @@ def quantity_or_none(value: Any) -> Decimal | None:
         except BadQuantity:
             return None
     try:
-        return _parsed(value)
+        return parse_quantity(value)
     except (ValueError, ArithmeticError):
         return None
-
-
-# Every request and every cached quota, LimitRange and node repeats the same few quantities
-# ("1", "4Gi", 8): parsing each once saves most of the resource rules' time. Decimals are
-# immutable, so sharing them is safe; the bound keeps odd inputs from growing the cache.
-@lru_cache(maxsize=4096)
-def _parsed(value: int | str) -> Decimal:
-    return parse_quantity(value)
 
 
 def is_gpu(resource: str) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from policies.cluster_view import SnapshotMemo
@@ -199,8 +198,6 @@ def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Res
     return charged
 
 
-# The same few resource names come in every request; the answer depends on the name alone.
-@lru_cache(maxsize=1024)
 def _charged_names(resource: str) -> tuple[str, ...]:
     """The quota resources a request of ``resource`` (other than cpu, memory, storage) charges."""
     if resource.startswith(HUGEPAGES_PREFIX):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from policies.interface import Action, Finding, Problem, RuleContext
@@ -164,8 +163,6 @@ def _names_devices(container: Mapping[str, Any]) -> bool:
     return False
 
 
-# The same few resource names come in every request; the answer depends on the name alone.
-@lru_cache(maxsize=1024)
 def _is_device(resource: str) -> bool:
     return is_extended(resource) or is_gpu(resource)
 

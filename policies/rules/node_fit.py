@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import lru_cache
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from policies.interface import Action, Finding, Problem, RuleContext
@@ -150,16 +148,7 @@ def _allocatable(node: Node) -> Mapping[str, Decimal]:
     values = (node.get("status") or {}).get("allocatable")
     if not isinstance(values, Mapping):
         return {}
-    try:
-        return _parsed_allocatable(tuple(values.items()))
-    except TypeError:  # a value that cannot be a dict key cannot be a quantity either
-        return parse_resources(values)
-
-
-# Nodes of one instance type advertise the same allocatable map, request after request.
-@lru_cache(maxsize=1024)
-def _parsed_allocatable(items: tuple[tuple[str, Any], ...]) -> Mapping[str, Decimal]:
-    return MappingProxyType(parse_resources(dict(items)))  # shared between requests: read-only
+    return parse_resources(values)
 
 
 class NodeFacts(NamedTuple):

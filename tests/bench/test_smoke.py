@@ -90,28 +90,30 @@ def test_a_sides_windows_pool_into_one_measurement() -> None:
     assert stats.client_cpu == pytest.approx(0.12) and stats.api_reads == 0
 
 
-def test_overhead_compares_each_endpoint_with_the_floor() -> None:
-    done = subprocess.run([sys.executable, "-m", "bench", "profile", "--mode", "overhead", "--requests", "20", "--rounds", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+# The in-process views run in this process, through the one dispatcher: no interpreter start.
+def test_overhead_compares_each_endpoint_with_the_floor(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.__main__ import main
+
+    assert main(["profile", "--mode", "overhead", "--requests", "20", "--rounds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == ENDPOINTS
     for line in lines:
         floor, ours, added = (float(line.split(label)[1].split()[0]) for label in ("floor", "ours", "added"))
         assert floor > 0 and ours > 0 and abs(added - (ours - floor)) <= 1, line  # rounding
 
 
-def test_parts_says_what_switching_off_each_part_saves() -> None:
-    done = subprocess.run([sys.executable, "-m", "bench", "profile", "--mode", "parts", "--requests", "5", "--rounds", "1"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if line.startswith("| ")}
+def test_parts_says_what_switching_off_each_part_saves(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.__main__ import main
+
+    assert main(["profile", "--mode", "parts", "--requests", "5", "--rounds", "1"]) == 0
+    stdout = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line for line in stdout.splitlines() if line.startswith("| ")}
     expected = {"the audit log and metrics", "every rule", "every mutation", "the cluster-aware rules together",
                 "the spec-only rules together", "the nesting guard on the body", "the shape check",
                 "the shape check of the fields mutations touch", *(f"rule {r.id}" for r in registry.RULES),
                 *(f"mutation {m.id}" for m in registry.MUTATIONS)}
     assert set(rows) - {"switched off"} == expected
-    headings = [line for line in done.stdout.splitlines() if line.startswith("## ")]
+    headings = [line for line in stdout.splitlines() if line.startswith("## ")]
     assert [h.split(":")[0] for h in headings] == ["## /validate", "## /mutate"]
     for heading in headings:
         ours, floor, added = (float(heading.split(label)[1].split()[0]) for label in (": ", "the floor ", "so "))
