@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 # object on UPDATE. Every check is written once as a function of its root.
 NEW = "object"
 OLD = "oldObject"
-UPDATE = "request.operation == 'UPDATE' && oldObject != null"
+# On UPDATE the API server always sets oldObject (on CREATE it is null).
+UPDATE = "request.operation == 'UPDATE'"
 
 
 def string(value: str) -> str:

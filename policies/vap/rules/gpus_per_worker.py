@@ -61,11 +61,25 @@ def _device_problem(c: str) -> str:
             f"(!{whole(requests + '[k]')} || !{limit_ok} || {differs})))")
 
 
+def _device_field(c: str) -> str:
+    """``limits[r]`` or ``requests[r]``: where the webhook reports a container's first device
+    problem (a request without an equal limit is reported at the limit)."""
+    has_limits, limits = _limits(c)
+    has_requests, requests = _requests(c)
+    whole = cel.whole_and_not_negative
+    bad_limit = f"{_extended('k')} && !{whole(limits + '[k]')}"
+    bad_request = f"{_extended('k')} && !{whole(requests + '[k]')}"
+    return (f"(({has_limits}) && {limits}.exists(k, {bad_limit}) ? 'limits[' + {limits}.filter(k, {bad_limit})[0] + ']' : "
+            f"(({has_requests}) && {requests}.exists(k, {bad_request}) ? "
+            f"'requests[' + {requests}.filter(k, {bad_request})[0] + ']' : "
+            f"(({has_requests}) ? 'limits[' + {requests}.filter(k, {_extended('k')})[0] + ']' : '')))")
+
+
 def _gpu_keys(c: str) -> str:
     has_limits, limits = _limits(c)
     has_requests, requests = _requests(c)
-    return (f"(({has_limits}) ? {limits}.filter(k, k.endsWith('{GPU_SUFFIX}')) : []) + "
-            f"(({has_requests}) ? {requests}.filter(k, k.endsWith('{GPU_SUFFIX}')) : [])")
+    return (f"((({has_limits}) ? {limits}.filter(k, k.endsWith('{GPU_SUFFIX}')) : []) + "
+            f"(({has_requests}) ? {requests}.filter(k, k.endsWith('{GPU_SUFFIX}')) : []))")
 
 
 def _amount(c: str, resource: str) -> str:
@@ -98,8 +112,11 @@ def _devices(replica_type: str) -> Validation:
     v = f"devices{replica_type}"
     bad_app, bad_init = f"variables.{v}App", f"variables.{v}Init"
     base = f"{replica_path(replica_type)}.template.spec"
-    path = (f"({bad_app}.exists(b, b) ? '{base}.containers[' + string({bad_app}.indexOf(true)) + ']' : "
-            f"'{base}.initContainers[' + string({bad_init}.indexOf(true)) + ']')")
+    app_index, init_index = f"{bad_app}.indexOf(true)", f"{bad_init}.indexOf(true)"
+    path = (f"({bad_app}.exists(b, b) ? '{base}.containers[' + string({app_index}) + '].resources.' + "
+            f"{containers}.map(c, {_device_field('c')})[{app_index}] : "
+            f"'{base}.initContainers[' + string({init_index}) + '].resources.' + "
+            f"{init}.map(c, {_device_field('c')})[{init_index}])")
     message = (f"'[{RULE}] ' + {path} + ': Invalid value: extended resources such as GPUs are counted in whole "
                "units of 0 or more, and a request needs a limit equal to it: set resources.limits to a whole "
                "number such as 1, and leave out the request (a limit alone is also the request)'")
