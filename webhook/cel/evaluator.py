@@ -32,10 +32,13 @@ STRING_TRAVERSAL_FACTOR = 0.1
 
 @dataclass
 class Meter:
-    """Cost charged so far, per expression and in all (one policy evaluation)."""
+    """Cost charged so far, per expression and in all (one policy evaluation). An expression's
+    own cost leaves out the variables it reads: each variable is an expression of its own,
+    evaluated once, whose cost the evaluation's total holds."""
 
     total: int = 0
     per_expression: dict[str, int] = field(default_factory=dict)
+    _nested: list[int] = field(default_factory=list, repr=False)
 
 
 def available() -> bool:
@@ -67,6 +70,20 @@ def _size_cost(value: Any) -> int:
     return 0
 
 
+def _compares(tree: Any) -> bool:
+    first = tree.children[0] if tree.children else None
+    return str(tree.data) == "relation" and str(getattr(first, "data", "")) in ("relation_eq", "relation_ne")
+
+
+def _deep_size(value: Any) -> int:
+    """Every element and string of a value, at every depth."""
+    if isinstance(value, dict):
+        return len(value) + sum(_deep_size(k) + _deep_size(v) for k, v in value.items())
+    if isinstance(value, list):
+        return len(value) + sum(_deep_size(v) for v in value)
+    return _size_cost(value)
+
+
 def _counting_evaluator() -> type:
     class CountingEvaluator(Evaluator):  # type: ignore[misc, valid-type]
         meter: Meter
@@ -84,10 +101,34 @@ def _counting_evaluator() -> type:
 
         def visit_children(self, tree: Any) -> list[Any]:
             values = super().visit_children(tree)
+            if len(values) < 2:  # a node that only hands its child's value on does no work on it
+                return values  # type: ignore[no-any-return]
+            # Comparing lists or maps walks them whole (== on two pod templates): charged deep.
+            size = _deep_size if _compares(tree) else _size_cost
             for value in values:
                 if not isinstance(value, lark.Token):
-                    self.meter.total += _size_cost(value)
+                    self.meter.total += size(value)
             return values  # type: ignore[no-any-return]
+
+        # CEL's && and || are commutative over errors: the first operand that decides the
+        # answer decides it. cel-python evaluates both; cel-go stops, and so do these.
+        def conditionaland(self, tree: Any) -> Any:
+            return self._short_circuit(tree, "_&&_", decisive=False)
+
+        def conditionalor(self, tree: Any) -> Any:
+            return self._short_circuit(tree, "_||_", decisive=True)
+
+        def _short_circuit(self, tree: Any, operator: str, *, decisive: bool) -> Any:
+            if len(tree.children) != 2:
+                return super().conditionaland(tree) if operator == "_&&_" else super().conditionalor(tree)
+            left = self.visit(tree.children[0])
+            if isinstance(left, celtypes.BoolType) and bool(left) is decisive:
+                return left
+            right = self.visit(tree.children[1])
+            try:
+                return self.activation.resolve_function(operator)(left, right)
+            except TypeError as exc:
+                return CELEvalError(f"no matching overload for {operator}", exc.__class__, exc.args, tree=tree)
 
     return CountingEvaluator
 
@@ -113,13 +154,17 @@ def evaluate(expression: str, variables: Mapping[str, Any], meter: Meter | None 
     runner = _environment().program(ast, functions=FUNCTIONS)
     meter = meter if meter is not None else Meter()
     before = meter.total
+    meter._nested.append(0)
     evaluator = _evaluator_class()(ast, runner.new_activation(), meter)
     try:
         value = evaluator.evaluate(dict(variables))
     except CELEvalError as error:
         value = error
     spent = meter.total - before
-    meter.per_expression[expression] = max(meter.per_expression.get(expression, 0), spent)
+    own = spent - meter._nested.pop()
+    if meter._nested:
+        meter._nested[-1] += spent
+    meter.per_expression[expression] = max(meter.per_expression.get(expression, 0), own)
     return value
 
 

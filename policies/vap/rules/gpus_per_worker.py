@@ -101,10 +101,21 @@ def _lists(root: str, replica_type: str) -> tuple[str, str]:
 
 
 def _same_containers(replica_type: str) -> str:
-    """On UPDATE, the stored object's containers are these: its findings are these findings."""
+    """On UPDATE, the stored object's containers ask for the same resources in the same order
+    (and its init containers are sidecars alike): its findings are these findings. Only what
+    the findings depend on is compared, not whole containers with their env lists."""
     new_containers, new_init = _lists(cel.NEW, replica_type)
     old_containers, old_init = _lists(cel.OLD, replica_type)
-    return f"({cel.UPDATE} && {old_containers} == {new_containers} && {old_init} == {new_init})"
+
+    def resources(containers: str) -> str:
+        return f"{containers}.map(c, has(c.resources) ? c.resources : {{}})"
+
+    def restart_policies(containers: str) -> str:
+        return f"{containers}.map(c, has(c.restartPolicy) ? c.restartPolicy : '')"
+
+    return (f"({cel.UPDATE} && {resources(old_containers)} == {resources(new_containers)} && "
+            f"{resources(old_init)} == {resources(new_init)} && "
+            f"{restart_policies(old_init)} == {restart_policies(new_init)})")
 
 
 def _devices(replica_type: str) -> Validation:
