@@ -13,6 +13,7 @@ COMMANDS = (
     "webhook.commands.policy",
     "webhook.commands.check",
     "webhook.commands.convert",
+    "webhook.commands.export",
 )
 
 
