@@ -1,5 +1,5 @@
 """The cluster the benchmarked webhook reads: the in-test Kubernetes API server
-(``tests.kube_api``, the real list/watch protocol) in its own process, filled with N namespaces
+(``testing.kube_api_server``, the real list/watch protocol) in its own process, filled with N namespaces
 that each have a ResourceQuota, a LimitRange and a Kueue LocalQueue, plus nodes and running MPIJobs.
 
 It counts what the webhook asks of it, so the report can show the number of watch connections
@@ -14,8 +14,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from tests.kube_api import CORE, MPIJOBS, KubeAPI, local_queues
-from tests.kube_objects import (container_limits, limit_range, local_queue, namespace, node, resource_quota,
+from testing.kube_api_server import CORE, MPIJOBS, KubeAPI, local_queues
+from testing.kube_objects import (container_limits, limit_range, local_queue, namespace, node, resource_quota,
                                 stored_mpijob)
 
 GPU = "requests.nvidia.com/gpu"

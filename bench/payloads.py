@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.conversion import SERVED_VERSIONS
-from policies.jobs import HUB_API_VERSION
-from policies.structural import as_admitted
-from tests.builders import mpijob
-from tests.conftest import CAPTURED, UPSTREAM, load_yaml_documents
+from policies.mpijob.reading import HUB_API_VERSION
+from policies.mpijob.pruning_defaulting import as_admitted
+from testing.builders import mpijob
+from testing.reference_data import CAPTURED, UPSTREAM, load_yaml_documents
 
 HUB = HUB_API_VERSION
 SPOKE_VERSIONS = tuple(v for v in SERVED_VERSIONS if v != HUB)

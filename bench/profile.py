@@ -26,7 +26,7 @@ from typing import Any
 from bench import payloads as bodies
 from bench.cluster import populate, target_namespace
 from bench.payloads import Payload
-from policies.cluster import StaticClusterView
+from policies.cluster_view import StaticClusterView
 from webhook import create_app
 from webhook.bootstrap import ServeOptions, observe
 from webhook.runtime import default_runtime

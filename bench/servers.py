@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import ROOT
-from tests.tls_server import free_port
+from testing.reference_data import ROOT
+from testing.tls_server import free_port
 
 START_SECONDS = 60.0
 READY_SECONDS = 600.0  # 10,000 namespaces take a while to list through a Python API server

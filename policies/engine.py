@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jsonpatch
 
 from policies import registry
-from policies.base import Action, Finding, Mutation, Problem, Rule, RuleContext
-from policies.cluster import SnapshotMemo
+from policies.interface import Action, Finding, Mutation, Problem, Rule, RuleContext
+from policies.cluster_view import SnapshotMemo
 from policies.mutations.edits import WorkingCopy
-from policies.mutations.shape import check_mutation_shape
-from policies.shape import check_shape
+from policies.mutations.mutated_fields_check import check_mutation_shape
+from policies.mpijob.crd_type_check import check_shape
 
 if TYPE_CHECKING:
-    from policies.settings import Settings
+    from policies.config.rule_settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ CLUSTER_STATE_RULE = "cluster-state"
 _DENY, _WARN = Action.DENY, Action.WARN
 
 
-# Slotted, not frozen, like the values in policies.base: built for every request, never
+# Slotted, not frozen, like the values in policies.interface: built for every request, never
 # written after.
 @dataclass(slots=True)
 class Outcome:

@@ -1,7 +1,10 @@
 """Every rule and mutation the webhook knows, in the order they run and report."""
 from __future__ import annotations
 
-from policies.base import Mutation, Rule
+from collections.abc import Sequence
+
+from policies.config.rule_settings import MutationConfig, RuleConfig, Settings
+from policies.interface import Mutation, Rule
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
 from policies.mutations.kueue_queue_label import KueueQueueLabel
 from policies.mutations.restricted_service_account import RestrictedServiceAccount
@@ -56,3 +59,13 @@ def _check_unique(items: tuple, kind: str) -> None:
 _check_unique(RULES + MUTATIONS, "rule/mutation")
 RULE_IDS = tuple(r.id for r in RULES)
 MUTATION_IDS = tuple(m.id for m in MUTATIONS)
+
+
+def default_settings(rules: Sequence[Rule] | None = None, mutations: Sequence[Mutation] | None = None) -> Settings:
+    """Every rule (mutation) of the registry, or of the ones given, at its defaults: the embedded
+    policy the webhook serves with when the admin gives none."""
+    return Settings(
+        rules={r.id: RuleConfig(r.default_action, r.Params()) for r in (RULES if rules is None else rules)},
+        mutations={m.id: MutationConfig(m.enabled_by_default, m.Params())
+                   for m in (MUTATIONS if mutations is None else mutations)},
+    )

@@ -15,15 +15,16 @@ from typing import Any
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from policies.settings import Settings
-from tests.builders import mpijob
+from policies.config.rule_settings import Settings
+from policies.registry import default_settings
+from testing.builders import mpijob
 
 INJECT = "sidecar.istio.io/inject"
 QUEUE = "kueue.x-k8s.io/queue-name"
 ASKS_FOR_SIDECAR = {"true", "yes", "y", "on"}
 OURS = {INJECT, QUEUE}
 ABSENT = None  # a drawn choice meaning "the key is not there at all"
-DEFAULTS = Settings.defaults()
+DEFAULTS = default_settings()
 # Drawing one case costs ~3 ms: the CI profile's 10,000 examples are capped for these tests.
 CAPPED = hypothesis_settings(max_examples=min(hypothesis_settings().max_examples, 2_000))
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 from tests.conftest import ROOT, captured_reviews
-from tests.tls_server import TlsServer, serving
+from testing.tls_server import TlsServer, serving
 from webhook import create_app
 from webhook.review import MAX_BODY_BYTES, TOO_LARGE
 

@@ -1,4 +1,4 @@
-"""Regenerate policies/schema/mpijob-v2beta1.json from the upstream v2beta1 CRD.
+"""Regenerate policies/mpijob/schema/mpijob-v2beta1.json from the upstream v2beta1 CRD.
 
 The CRD's openAPIV3Schema is ~670 KB, mostly descriptions. The shape rule only needs the
 structural keywords, so this keeps those and drops the prose.
@@ -35,7 +35,7 @@ def main(crd_path: str) -> None:
     crd = yaml.safe_load(Path(crd_path).read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v2beta1")
     schema = strip(version["schema"]["openAPIV3Schema"])
-    out = Path(__file__).resolve().parent.parent / "policies" / "schema" / "mpijob-v2beta1.json"
+    out = Path(__file__).resolve().parent.parent / "policies" / "mpijob" / "schema" / "mpijob-v2beta1.json"
     out.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True) + "\n")
     print(f"wrote {out} ({out.stat().st_size} bytes)")
 

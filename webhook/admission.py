@@ -8,14 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.base import Mutation, Rule, RuleContext
-from policies.cluster import ClusterView
+from policies.interface import Mutation, Rule, RuleContext
+from policies.cluster_view import ClusterView
 from policies.conversion import advisory
 from policies.engine import MutationResult, Verdict, evaluate, json_patch, mutate
-from policies.jobs import HUB_VERSION
-from policies.policy import Policy
-from policies.settings import Settings
-from policies.structural import as_admitted
+from policies.mpijob.reading import HUB_VERSION
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import Settings
+from policies.mpijob.pruning_defaulting import as_admitted
 from webhook import responses
 from webhook.conversion_review import hub_converter
 from webhook.review import AdmissionRequest

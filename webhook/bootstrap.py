@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from policies.conversion import DEFAULT_GPUS_PER_NODE, ConversionOptions
-from webhook import cluster, metrics, policy_source
+from webhook import metrics, policy_reload, watch_caches
 from webhook.audit import AuditLog
 from webhook.audit import flush as flush_audit_log
 from webhook.connections import DEFAULT_CLIENT_SECONDS
@@ -39,7 +39,7 @@ class ServeOptions:
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
-    view, readiness = cluster.connect(options.kubeconfig, dev=options.dev, on_sync=metrics.record_cache_sync)
+    view, readiness = watch_caches.connect(options.kubeconfig, dev=options.dev, on_sync=metrics.record_cache_sync)
     runtime = default_runtime(cluster=view)
     configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
     if readiness is not None:
@@ -50,7 +50,7 @@ def build_runtime(options: ServeOptions) -> Runtime:
 
 def observe(runtime: Runtime, options: ServeOptions) -> None:
     """Policy file (watched), audit log, metrics: the admin's view of one worker process."""
-    policy_source.attach(runtime, options.policy_file, options.policy_check_seconds)
+    policy_reload.attach(runtime, options.policy_file, options.policy_check_seconds)
     runtime.admission.observers.append(metrics.observe_decision)
     runtime.conversion.observers.append(metrics.record_conversion)
     if options.audit_log:

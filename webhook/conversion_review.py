@@ -23,7 +23,7 @@ from policies.conversion import (
     check_desired,
     convert,
 )
-from policies.jobs import HUB_API_VERSION
+from policies.mpijob.reading import HUB_API_VERSION
 from webhook.review import BadReview, review_envelope
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ Hooks for the other parts of the server (all cheap, safe from any thread):
 - ``record_cache_sync(cache, when=None)``: a cluster-state cache (``"nodes"``,
   ``"resourcequotas"``, …) is in sync with the API server as of ``when`` (default: now); call it
   after every successful list and on every watch event or bookmark. ``/metrics`` reports the age.
-- ``record_policy_reload(result, ...)``: the policy file was read (see ``webhook.policy_source``).
+- ``record_policy_reload(result, ...)``: the policy file was read (see ``webhook.policy_reload``).
 - ``set_certificate_expiry(cert_file)``: the serving certificate's notAfter.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Manifests checked offline with the webhook's own admission logic, for CI pipelines.
 
 Each MPIJob goes through what the API server would do on ``kubectl apply``: unknown fields are
-pruned and schema defaults filled in (``policies.structural``), the mutating webhook runs and
+pruned and schema defaults filled in (``policies.mpijob.pruning_defaulting``), the mutating webhook runs and
 its patch is applied, and the validating webhook sees the result. Both calls are the real
 ``Admission`` with the given policy, so rules, messages and the patch are exactly the
 webhook's. Cluster-aware rules read a file of cluster objects when one is given; otherwise they
@@ -19,12 +19,12 @@ import jsonpatch
 import yaml
 
 from policies import messages
-from policies.base import Action, Finding
-from policies.cluster import ClusterView, StaticClusterView
+from policies.interface import Action, Finding
+from policies.cluster_view import ClusterView, StaticClusterView
 from policies.engine import CLUSTER_STATE_RULE
-from policies.jobs import GROUP, HUB_VERSION, KIND
-from policies.policy import Policy
-from policies.structural import as_admitted
+from policies.mpijob.reading import GROUP, HUB_VERSION, KIND
+from policies.config.layered_policy import Policy
+from policies.mpijob.pruning_defaulting import as_admitted
 from webhook.admission import Decision
 from webhook.review import parse_admission_review
 from webhook.runtime import default_runtime

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from policies import messages
-from policies.base import Action, Finding
+from policies.interface import Action, Finding
 from policies.engine import Verdict
 from webhook.review import AdmissionRequest
 

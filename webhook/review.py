@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from policies.base import UserInfo
+from policies.interface import UserInfo
 
 # controller-runtime's cap: no real AdmissionReview or ConversionReview comes near it.
 MAX_BODY_BYTES = 7 * 1024 * 1024

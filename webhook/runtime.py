@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from policies.cluster import NO_CLUSTER, ClusterView
-from policies.policy import Policy
+from policies.cluster_view import NO_CLUSTER, ClusterView
+from policies.config.layered_policy import Policy
 from webhook.admission import Admission
 from webhook.conversion_review import ConversionWebhook
 

@@ -63,6 +63,6 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         app = self._factory()
         # Everything loaded so far (modules, the app) lives as long as the worker: left out of
         # the garbage collector's full collections, which would otherwise walk it all again and
-        # again while requests wait (webhook.cluster does the same for the caches once listed).
+        # again while requests wait (webhook.watch_caches does the same for the caches once listed).
         gc.freeze()
         return app

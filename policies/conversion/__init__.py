@@ -5,7 +5,7 @@ lives in ``webhook``. Start with ``convert`` and ``SERVED_VERSIONS``.
 """
 from __future__ import annotations
 
-from policies.conversion.base import DEFAULT_GPUS_PER_NODE, DEFAULT_OPTIONS, ConversionOptions
+from policies.conversion.spoke import DEFAULT_GPUS_PER_NODE, DEFAULT_OPTIONS, ConversionOptions
 from policies.conversion.hub import (
     SERVED_VERSIONS,
     SPOKES,

@@ -12,10 +12,10 @@ from types import ModuleType
 from typing import Any
 
 from policies.conversion import v1, v1alpha1, v1alpha2
-from policies.conversion.base import DEFAULT_OPTIONS, ConversionOptions, Spoke
+from policies.conversion.spoke import DEFAULT_OPTIONS, ConversionOptions, Spoke
 from policies.conversion.notes import Note
 from policies.conversion.tree import Path, is_mapping
-from policies.jobs import GROUP, HUB_API_VERSION, KIND
+from policies.mpijob.reading import GROUP, HUB_API_VERSION, KIND
 
 _SPOKE_MODULES: tuple[ModuleType, ...] = (v1alpha1, v1alpha2, v1)
 SPOKES: Mapping[str, Spoke] = {module.SPOKE.api_version: module.SPOKE for module in _SPOKE_MODULES}

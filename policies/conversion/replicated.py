@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
+from policies.conversion.spoke import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
 from policies.conversion.tree import get, is_mapping, mapping
-from policies.jobs import HUB_API_VERSION, LAUNCHER
+from policies.mpijob.reading import HUB_API_VERSION, LAUNCHER
 
 _FIELDS = frozenset({"slotsPerWorker", "cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds",
                      "mpiReplicaSpecs", "mainContainer", "runPolicy"})

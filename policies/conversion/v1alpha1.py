@@ -15,12 +15,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from policies.conversion.base import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
+from policies.conversion.spoke import ConversionOptions, Spoke, hub_annotations, rebuilt, ssh_advisory
 from policies.conversion.notes import Note, attention, problem
 from policies.conversion.stash import Derived
 from policies.conversion.tree import ABSENT, get, integer, is_mapping, mapping, put
-from policies.jobs import HUB_API_VERSION, LAUNCHER, WORKER
-from policies.quantities import BadQuantity, quantity
+from policies.mpijob.reading import HUB_API_VERSION, LAUNCHER, WORKER
+from policies.kube.quantities import BadQuantity, quantity
 
 API_VERSION = "kubeflow.org/v1alpha1"
 

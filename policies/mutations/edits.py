@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.jobs import REPLICA_TYPES
+from policies.mpijob.reading import REPLICA_TYPES
 
 Path = tuple[str, ...]
 REPLICA_SPECS: Path = ("spec", "mpiReplicaSpecs")

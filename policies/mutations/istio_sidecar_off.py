@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.base import Mutated, RuleContext
+from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, lookup, pod_templates, set_value, templates_phrase
 
 INJECT = "sidecar.istio.io/inject"

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from policies.base import Mutated, RuleContext
-from policies.jobs import QUEUE_LABEL
+from policies.interface import Mutated, RuleContext
+from policies.mpijob.reading import QUEUE_LABEL
 from policies.mutations.edits import WorkingCopy, lookup, set_default
-from policies.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
+from policies.kube.names import LABEL_VALUE_MAX, is_dns1123_subdomain, is_label_value
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from policies.base import Mutated, RuleContext
+from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, pod_templates, set_default, set_value, templates_phrase
-from policies.names import is_dns1123_subdomain
+from policies.kube.names import is_dns1123_subdomain
 
 AUTOMOUNT = "automountServiceAccountToken"
 

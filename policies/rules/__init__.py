@@ -1,1 +1,1 @@
-"""One validation rule per module; each exports one class implementing ``policies.base.Rule``."""
+"""One validation rule per module; each exports one class implementing ``policies.interface.Rule``."""

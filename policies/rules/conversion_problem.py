@@ -10,7 +10,7 @@ other rules judge it as it is.
 """
 from __future__ import annotations
 
-from policies.base import UNSET, Action, Finding, NoParams, Problem, RuleContext
+from policies.interface import UNSET, Action, Finding, NoParams, Problem, RuleContext
 from policies.conversion.notes import current_problems
 from policies.conversion.tree import ABSENT
 

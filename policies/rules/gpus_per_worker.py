@@ -1,7 +1,7 @@
 """``gpus-per-worker``: GPUs one worker pod uses, and extended resources the API server accepts.
 
 Owns: for every GPU extended resource (``*/gpu``: nvidia.com, amd.com, intel.com, …) the
-worker pod's amount, counted as Kubernetes counts it (``policies.resources``: a limit alone is
+worker pod's amount, counted as Kubernetes counts it (``policies.kube.pod_resources``: a limit alone is
 also the request; app containers and sidecars summed; a one-shot init container counts alone,
 with the sidecars started before it; the pod takes the larger), is at most ``max_gpus``. With
 ``runLauncherAsWorker`` the launcher pod runs ranks too and is held to the same maximum.
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import LAUNCHER, WORKER, replica_spec, request_containers, spec
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.mpijob.reading import LAUNCHER, WORKER, replica_spec, request_containers, spec
 from policies.messages import plural
-from policies.quantities import BadQuantity, is_extended, is_gpu, quantity
-from policies.resources import (
+from policies.kube.quantities import BadQuantity, is_extended, is_gpu, quantity
+from policies.kube.pod_resources import (
     ContainerResources,
     PodResources,
     ResourceProblem,

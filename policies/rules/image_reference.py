@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
-from policies.jobs import LAUNCHER, WORKER, containers, pod_spec, replica_path, replica_specs, request_containers
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.kube.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
+from policies.mpijob.reading import LAUNCHER, WORKER, containers, pod_spec, replica_path, replica_specs, request_containers
 
 WARNING_MAX = 256  # the API server truncates longer warnings
 

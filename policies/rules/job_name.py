@@ -14,8 +14,8 @@ characters, and the message speaks of the prefix. A request with neither a name 
 from __future__ import annotations
 
 import re
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.jobs import WORKER, replica_spec, spec
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.mpijob.reading import WORKER, replica_spec, spec
 from policies.messages import plural
 
 DNS1035_LABEL_MAX = 63

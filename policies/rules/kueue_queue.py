@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.cluster import Obj, SnapshotMemo
-from policies.jobs import queue_name
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.cluster_view import Obj, SnapshotMemo
+from policies.mpijob.reading import queue_name
 from policies.messages import fits_warning
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

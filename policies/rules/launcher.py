@@ -7,9 +7,9 @@ belong to ``replica-spec``, so each problem is reported once.
 """
 from __future__ import annotations
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.jobs import LAUNCHER, replica_path, replica_spec
-from policies.replicas import replica_problems
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.mpijob.reading import LAUNCHER, replica_path, replica_spec
+from policies.mpijob.replica_spec_checks import replica_problems
 
 PATH = replica_path(LAUNCHER)
 

@@ -2,7 +2,7 @@
 
 The LimitRanger admission plugin checks pods only when the MPI operator creates them, after the
 job was accepted; a violation then leaves the job without its pods. This rule applies the same
-checks up front, to the values the pods will really get (``policies.resources``: requests
+checks up front, to the values the pods will really get (``policies.kube.pod_resources``: requests
 defaulted from limits, then LimitRange defaults): per container and per pod ``min``, ``max`` and
 ``maxLimitRequestRatio`` of any resource (cpu, memory, GPUs, other extended resources), and the
 pods a LimitRange default makes invalid (a default limit below the container's request, a
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.quantities import format_quantity, is_gpu
-from policies.resources import ContainerResources, LimitRangeItem, PodResources, namespace_limits, request_pods
-from policies.jobs import REPLICA_TYPES, WORKER, spec
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.kube.quantities import format_quantity, is_gpu
+from policies.kube.pod_resources import ContainerResources, LimitRangeItem, PodResources, namespace_limits, request_pods
+from policies.mpijob.reading import REPLICA_TYPES, WORKER, spec
 
 Subject = ContainerResources | PodResources  # what a LimitRange item bounds
 

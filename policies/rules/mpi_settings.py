@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.field_checks import check_choices, not_supported
-from policies.jobs import spec
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.mpijob.field_value_findings import check_choices, not_supported
+from policies.mpijob.reading import spec
 
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
 LAUNCHER_CREATION_POLICIES = ("AtStartup", "WaitForWorkersReady")

@@ -19,12 +19,12 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.cluster import SnapshotMemo
-from policies.jobs import LAUNCHER
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.cluster_view import SnapshotMemo
+from policies.mpijob.reading import LAUNCHER
 from policies.messages import fits_warning
-from policies.quantities import format_quantity, is_extended
-from policies.resources import PodResources, parse_resources, request_pods
+from policies.kube.quantities import format_quantity, is_extended
+from policies.kube.pod_resources import PodResources, parse_resources, request_pods
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")

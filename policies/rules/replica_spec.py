@@ -9,10 +9,10 @@ belongs to ``launcher`` and ``worker-count``; the Launcher's containers and rest
 """
 from __future__ import annotations
 
-from policies.base import Action, Finding, NoParams, Problem, RuleContext
-from policies.field_checks import closest_choice, likely_typo, quoted
-from policies.jobs import REPLICA_TYPES, WORKER, replica_path, replica_specs
-from policies.replicas import replica_problems
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.mpijob.field_value_findings import closest_choice, likely_typo, quoted
+from policies.mpijob.reading import REPLICA_TYPES, WORKER, replica_path, replica_specs
+from policies.mpijob.replica_spec_checks import replica_problems
 
 
 class ReplicaSpec:

@@ -3,7 +3,7 @@ exists.
 
 The MPI operator creates the pods one by one after the job was accepted; a quota then refuses
 them one by one and the job hangs half-started. This rule adds up what the job's pods will charge
-(``policies.quota``: launcher + workers × per worker, with LimitRange defaults) and compares it
+(``policies.kube.quota``: launcher + workers × per worker, with LimitRange defaults) and compares it
 with each quota whose scopes match them:
 
 - over ``hard``: it can never run as is — always denied (whatever Kueue does, the pods will
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import NamedTuple
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import WORKER, display_name, queue_name, replica_path, worker_replicas
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.mpijob.reading import WORKER, display_name, queue_name, replica_path, worker_replicas
 from policies.messages import fits_warning, plural
-from policies.quantities import format_quantity
-from policies.quota import (
+from policies.kube.quantities import format_quantity
+from policies.kube.quota import (
     MPIJOB_COUNT,
     Charge,
     InFlight,
@@ -42,7 +42,7 @@ from policies.quota import (
     quota_matches_pod,
     unstated,
 )
-from policies.resources import request_pods
+from policies.kube.pod_resources import request_pods
 
 WORKER_REPLICAS = f"{replica_path(WORKER)}.replicas"
 ZERO = Decimal(0)

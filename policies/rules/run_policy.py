@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.field_checks import check_choices, negative, not_supported
-from policies.jobs import spec
-from policies.quantities import BadQuantity, quantity
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.mpijob.field_value_findings import check_choices, negative, not_supported
+from policies.mpijob.reading import spec
+from policies.kube.quantities import BadQuantity, quantity
 
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 MPI_OPERATOR = "kubeflow.org/mpi-operator"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, RuleContext
-from policies.jobs import spec
+from policies.interface import Action, Finding, RuleContext
+from policies.mpijob.reading import spec
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.base import Action, Finding, Problem, RuleContext
-from policies.jobs import WORKER, replica_path, replica_spec, spec
+from policies.interface import Action, Finding, Problem, RuleContext
+from policies.mpijob.reading import WORKER, replica_path, replica_spec, spec
 
 PATH = replica_path(WORKER)
 

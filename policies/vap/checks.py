@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from policies.vap import cel
+from policies.vap import cel_text as cel
 
 Message = Callable[[str], str]  # root ("object" / "oldObject") → CEL string, "" when it passes
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from policies.vap import cel
-from policies.vap.imports import NAMESPACE_NAME_LABEL, LabelSelector, Override, Policy, Requirement
+from policies.vap import cel_text as cel
+from policies.vap.policy_model import NAMESPACE_NAME_LABEL, LabelSelector, Override, Policy, Requirement
 
 NAMESPACE = "request.namespace"
 LABELS = "(has(namespaceObject.metadata) && has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {})"

@@ -7,8 +7,8 @@ import yaml
 
 from policies.conversion import PROBLEMS_ANNOTATION, convert
 from policies.engine import evaluate
-from policies.structural import as_admitted
-from tests.builders import context
+from policies.mpijob.pruning_defaulting import as_admitted
+from testing.builders import context
 from tests.conftest import captured_reviews
 from tests.conversion import golden_files
 from tests.conversion.common import HUB, SPOKES, older_upstream_jobs, stash_of, upstream_jobs, without_stash

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policies.config import parse_policy
+from policies.config.reader import parse_policy
 from tests.manifests.build import INSTALL_OVERLAYS, Object, find
 from webhook import create_app
 from webhook.cli import build_parser

@@ -12,9 +12,9 @@ import jsonpatch
 import pytest
 import yaml
 
-from tests.builders import admission_review
+from testing.builders import admission_review
 from tests.conftest import ROOT
-from tests.crd import as_api_server_sends
+from testing.crd import as_api_server_sends
 from tests.manifests.build import MANIFESTS, OVERLAYS, Object, find
 from webhook import create_app
 from webhook.cli import build_parser

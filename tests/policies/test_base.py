@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from policies.base import Action, RuleContext, UserInfo
-from tests.builders import context, mpijob
+from policies.interface import Action, RuleContext, UserInfo
+from testing.builders import context, mpijob
 
 
 @pytest.mark.parametrize(("action", "ceiling", "enforced"), [

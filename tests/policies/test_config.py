@@ -17,11 +17,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies import config
-from policies.base import Action, Mutated, NoParams
-from policies.config import PolicyError, parse_policy, yaml_name
-from policies.registry import MUTATIONS, RULES
-from policies.settings import Settings
+from policies.interface import Action, Mutated, NoParams
+from policies.config import PolicyError
+from policies.config.parameters import yaml_name
+from policies.config.json_schema import defaults_document, json_schema
+from policies.config.reader import parse_policy, policy_from_document
+from policies.config.yaml_reading import MAX_POLICY_BYTES
+from policies.registry import MUTATIONS, RULES, default_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,26 +110,26 @@ FAKE = {"rules": (EveryType(), Plain()), "mutations": (SelfChecking(),)}
 @pytest.mark.parametrize("text", ["", "   \n", "# only a comment\n", "null\n", "{}\n"], ids=repr)
 def test_no_settings_are_the_built_in_defaults(text):
     policy = parse_policy(text, own_namespace="ops")
-    assert policy.settings == Settings.defaults()
+    assert policy.settings == default_settings()
     assert policy.exempt_namespaces == {"kube-system", "ops"}
     assert policy.overrides == ()
 
 
 def test_the_defaults_document_covers_every_registered_rule_and_mutation_and_reads_back_as_the_defaults():
-    document = config.defaults_document()
+    document = defaults_document()
     assert list(document["rules"]) == [r.id for r in RULES]
     assert list(document["mutations"]) == [m.id for m in MUTATIONS]
     for rule in RULES:
         assert set(document["rules"][rule.id]["params"]) == {yaml_name(f.name) for f in dataclasses.fields(rule.Params)}
     policy = parse_policy(yaml.safe_dump(document, sort_keys=False))
-    assert policy.settings == Settings.defaults()
+    assert policy.settings == default_settings()
 
 
 def test_the_example_policy_is_valid_and_matches_the_schema():
     text = (ROOT / "examples" / "policy.yaml").read_text()
     policy = parse_policy(text, source="examples/policy.yaml")
     assert policy.overrides
-    jsonschema.validate(yaml.safe_load(text), config.json_schema())
+    jsonschema.validate(yaml.safe_load(text), json_schema())
 
 
 # --- reading values -------------------------------------------------------------------------
@@ -314,8 +316,8 @@ def test_a_self_referencing_alias_is_refused_not_recursed():
 
 
 def test_an_oversized_file_is_refused():
-    assert problems("#" * (config.MAX_POLICY_BYTES + 1)) == [
-        f"(document): the file is larger than {config.MAX_POLICY_BYTES} bytes"]
+    assert problems("#" * (MAX_POLICY_BYTES + 1)) == [
+        f"(document): the file is larger than {MAX_POLICY_BYTES} bytes"]
 
 
 # --- exempt namespaces ----------------------------------------------------------------------
@@ -329,7 +331,7 @@ def test_exempt_namespaces_replace_the_default_but_keep_the_webhooks_own():
 
 # --- the schema -----------------------------------------------------------------------------
 def test_the_schema_is_generated_from_the_registry():
-    schema = config.json_schema()
+    schema = json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert list(schema["$defs"]["rules"]["properties"]) == [r.id for r in RULES]
     assert list(schema["$defs"]["mutations"]["properties"]) == [m.id for m in MUTATIONS]
@@ -340,7 +342,7 @@ def test_the_schema_is_generated_from_the_registry():
 
 
 def test_the_schema_describes_each_parameter_type():
-    params = config.json_schema(**FAKE)["$defs"]["rules"]["properties"]["every-type"]["oneOf"][1]["properties"]["params"]
+    params = json_schema(**FAKE)["$defs"]["rules"]["properties"]["every-type"]["oneOf"][1]["properties"]["params"]
     props = params["properties"]
     assert props["count"] == {"type": "integer", "default": 1}
     assert props["ratio"] == {"type": "number", "default": 0.5}
@@ -364,14 +366,14 @@ def test_the_schema_describes_each_parameter_type():
 ], ids=lambda d: json.dumps(d)[:60])
 def test_the_schema_rejects_what_the_loader_rejects(document):
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(document, config.json_schema())
+        jsonschema.validate(document, json_schema())
     with pytest.raises(PolicyError):
-        config.policy_from_document(document)
+        policy_from_document(document)
 
 
 @functools.cache
 def registry_validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(config.json_schema())
+    return jsonschema.Draft202012Validator(json_schema())
 
 
 @settings(max_examples=200)  # ~8 ms an example: schema validation of the whole document
@@ -380,7 +382,7 @@ def registry_validator() -> jsonschema.Draft202012Validator:
 def test_any_choice_of_actions_and_switches_reads_back_exactly(actions, switches):
     document = {"rules": {k: v.value for k, v in actions.items()}, "mutations": switches}
     registry_validator().validate(document)
-    settings = config.policy_from_document(document).settings
+    settings = policy_from_document(document).settings
     assert {k: v.action for k, v in settings.rules.items()} == actions
     assert {k: v.enabled for k, v in settings.mutations.items()} == switches
 
@@ -400,7 +402,7 @@ DOCUMENTS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st
 @given(document=DOCUMENTS)
 def test_any_document_is_a_policy_or_a_policy_error(document):
     try:
-        config.policy_from_document(document)
+        policy_from_document(document)
     except PolicyError as error:
         assert error.problems
         assert all(isinstance(p.message, str) and p.message for p in error.problems)

@@ -7,12 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies import engine
-from policies.base import Action, Finding, Mutated, NoParams, Problem
-from policies.cluster import NO_CLUSTER, StaticClusterView
+from policies.interface import Action, Finding, Mutated, NoParams, Problem
+from policies.cluster_view import NO_CLUSTER, StaticClusterView
 from policies.engine import CLUSTER_STATE_RULE, Outcome, Verdict, evaluate, mutate
 from policies.mutations.edits import set_value
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 
 class Speaks:
@@ -93,7 +93,7 @@ def test_policy_denial_is_told_by_the_problem_of_a_denial():
 # --- the rules run, with their actions -------------------------------------------------------
 
 RULES = (Speaks("a", needs_cluster=True), Speaks("b"), Speaks("c", ceiling=Action.WARN), Speaks("d", needs_cluster=True))
-SETTINGS = Settings.defaults(rules=RULES, mutations=())
+SETTINGS = default_settings(rules=RULES, mutations=())
 
 
 def test_actions_come_from_the_settings_of_each_request():
@@ -133,7 +133,7 @@ def test_what_is_worked_out_per_settings_is_bounded():
 
 def test_a_failing_rule_refuses_with_the_findings_and_skipped_rules_before_it():
     rules = (Speaks("a", needs_cluster=True), Speaks("b"), Fails("x"), Speaks("d", needs_cluster=True))
-    settings = Settings.defaults(rules=rules, mutations=())
+    settings = default_settings(rules=rules, mutations=())
     verdict = evaluate(context(mpijob(), settings=settings, cluster=NO_CLUSTER), rules)
     assert (verdict.error, verdict.skipped, fired(verdict)) == (
         "rule x failed: ValueError: no", ("a",), [("b", Action.DENY)])
@@ -141,7 +141,7 @@ def test_a_failing_rule_refuses_with_the_findings_and_skipped_rules_before_it():
 
 
 def test_a_rule_missing_from_the_settings_is_not_looked_up_while_it_is_skipped():
-    settings = Settings.defaults(rules=RULES[1:3], mutations=())
+    settings = default_settings(rules=RULES[1:3], mutations=())
     verdict = evaluate(context(mpijob(), settings=settings, cluster=NO_CLUSTER), RULES)
     assert verdict.skipped == ("a", "d")
     with pytest.raises(KeyError):
@@ -156,7 +156,7 @@ MUTATIONS = (Labels("first"), Labels("second"))
 @pytest.mark.parametrize(("disabled", "applied"), [((), ("first", "second")), (("first",), ("second",)),
                                                    (("first", "second"), ())])
 def test_only_the_mutations_enabled_in_the_settings_are_applied(disabled, applied):
-    settings = Settings.defaults(rules=(), mutations=MUTATIONS)
+    settings = default_settings(rules=(), mutations=MUTATIONS)
     for ident in disabled:
         settings = settings.with_mutation(ident, enabled=False)
     for _ in range(2):
@@ -209,7 +209,7 @@ RULE_SPECS = st.lists(st.tuples(st.booleans(), st.lists(ACTIONS, max_size=2).map
 @given(RULE_SPECS, st.booleans(), st.booleans(), ACTIONS)
 def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_action):
     rules = [Scripted(f"r{i}", cluster, ceilings, fails) for i, (cluster, ceilings, fails, _) in enumerate(specs)]
-    settings_ = Settings.defaults(rules=rules, mutations=())
+    settings_ = default_settings(rules=rules, mutations=())
     for rule, (*_, action) in zip(rules, specs):
         settings_ = settings_.with_rule(rule.id, action=action)
     settings_ = dataclasses.replace(settings_, cluster_unavailable=unavailable_action)

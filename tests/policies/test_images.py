@@ -3,7 +3,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from policies.images import BadImageReference, parse_image
+from policies.kube.images import BadImageReference, parse_image
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 

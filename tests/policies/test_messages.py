@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import UNSET, Finding, Problem
+from policies.interface import UNSET, Finding, Problem
 
 
 @given(st.text() | st.booleans() | st.none())

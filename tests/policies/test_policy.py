@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from policies.base import Action
-from policies.config import parse_policy
-from policies.policy import NAMESPACES_REMEMBERED, Override, Policy, RulePatch, SettingsPatch
-from policies.selector import LabelSelector, Requirement
-from policies.settings import RuleConfig, Settings
+from policies.interface import Action
+from policies.config.reader import parse_policy
+from policies.config.layered_policy import NAMESPACES_REMEMBERED, Override, Policy, RulePatch, SettingsPatch
+from policies.kube.label_selectors import LabelSelector, Requirement
+from policies.config.rule_settings import RuleConfig
+from policies.registry import default_settings
 
 POLICY = parse_policy("""
 rules:
@@ -173,8 +174,8 @@ def test_overrides_that_clash_only_together_leave_the_earlier_layer_in_force_and
                           patch=SettingsPatch(rules={"ranged": RulePatch(params={"min": 8})}))
     lowers_max = Override("lower-max", namespaces=frozenset({"n"}),
                           patch=SettingsPatch(rules={"ranged": RulePatch(action=Action.WARN, params={"max": 5})}))
-    policy = Policy(settings=Settings.defaults(rules=(Ranged(),), mutations=()), overrides=(raises_min, lowers_max))
-    with caplog.at_level(logging.ERROR, logger="policies.policy"):
+    policy = Policy(settings=default_settings(rules=(Ranged(),), mutations=()), overrides=(raises_min, lowers_max))
+    with caplog.at_level(logging.ERROR, logger="policies.config.layered_policy"):
         settings = policy.settings_for("n", {"t": "x"})
     assert settings is not None
     assert settings.rules["ranged"] == RuleConfig(Action.DENY, RangeParams(min=8, max=10))

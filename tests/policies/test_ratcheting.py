@@ -1,13 +1,13 @@
 """UPDATE ratcheting: problems the stored job already had do not block edits of it."""
 import copy
 
-from policies.base import Action
-from policies.cluster import StaticClusterView
+from policies.interface import Action
+from policies.cluster_view import StaticClusterView
 from policies.engine import evaluate
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
-TIGHT = Settings.defaults().with_rule("worker-count", max=8)
+TIGHT = default_settings().with_rule("worker-count", max=8)
 EMPTY_CLUSTER = StaticClusterView()  # reachable, with no quotas: only the spec rules speak
 
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.cluster import StaticClusterView
-from policies.quantities import BadQuantity, quantity
-from policies.resources import (
+from policies.cluster_view import StaticClusterView
+from policies.kube.quantities import BadQuantity, quantity
+from policies.kube.pod_resources import (
     NO_DEFAULTS,
     effective_container,
     container_defaults,
@@ -18,8 +18,8 @@ from policies.resources import (
     request_pod_as_written,
     request_pods,
 )
-from tests.builders import context, mpijob
-from tests.kube_objects import container_limits, limit_range, pod_limits
+from testing.builders import context, mpijob
+from testing.kube_objects import container_limits, limit_range, pod_limits
 
 D = Decimal
 

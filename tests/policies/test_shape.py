@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from policies import messages
-from policies.base import Problem
-from policies.shape import check_shape, mpijob_schema
-from tests.builders import mpijob
+from policies.interface import Problem
+from policies.mpijob.crd_type_check import check_shape, mpijob_schema
+from testing.builders import mpijob
 from tests.conftest import upstream_v2beta1_jobs
 
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.shape import _checked_schema, _compile, _walk, _well_typed, check_shape
-from tests.builders import mpijob
+from policies.mpijob.crd_type_check import _checked_schema, _compile, _walk, _well_typed, check_shape
+from testing.builders import mpijob
 from tests.conftest import upstream_v2beta1_jobs
 
 JOBS = [mpijob(), *upstream_v2beta1_jobs().values()]

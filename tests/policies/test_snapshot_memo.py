@@ -2,7 +2,7 @@
 import threading
 import weakref
 
-from policies.cluster import SnapshotMemo
+from policies.cluster_view import SnapshotMemo
 
 
 class Snapshot(list):

@@ -1,8 +1,8 @@
 """What the API server prunes from and defaults into a v2beta1 MPIJob, with hints."""
 from __future__ import annotations
 
-from policies.structural import PrunedField, as_admitted
-from tests.builders import mpijob
+from policies.mpijob.pruning_defaulting import PrunedField, as_admitted
+from testing.builders import mpijob
 
 
 def test_a_valid_job_loses_nothing():

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from policies import messages
-from policies.base import Problem
+from policies.interface import Problem
 from policies.engine import evaluate
-from tests.builders import context
+from testing.builders import context
 from tests.conftest import upstream_v2beta1_jobs
 
 MANIFESTS = upstream_v2beta1_jobs()

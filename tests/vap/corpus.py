@@ -7,12 +7,12 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from policies.config import default_policy, parse_policy
-from policies.policy import Policy
-from policies.selector import NAMESPACE_NAME_LABEL
-from tests.builders import mpijob
-from tests.conftest import ROOT, upstream_v2beta1_jobs
-from tests.crd import as_api_server_sends
+from policies.config.layered_policy import Policy
+from policies.config.reader import default_policy, parse_policy
+from policies.kube.label_selectors import NAMESPACE_NAME_LABEL
+from testing.builders import mpijob
+from testing.reference_data import ROOT, upstream_v2beta1_jobs
+from testing.crd import as_api_server_sends
 
 Job = dict[str, Any]
 LAUNCHER, WORKER = "Launcher", "Worker"

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.builders import mpijob
+from testing.builders import mpijob
 
 NAMES = st.text(alphabet="ab-9Z_", min_size=1, max_size=8).map(lambda s: s)
 GPU_AMOUNTS = st.sampled_from([0, 1, 2, 4, 8, 9, 16, 17, "1", "16", "17", "1.5", "500m", "-1", "2k"])

@@ -3,7 +3,7 @@ support, and their cost grows with the job's size, never faster.
 
 The limits (k8s.io/apiserver/pkg/apis/cel): PerCallLimit, 1,000,000 per expression, and
 RuntimeCELCostBudget, 10,000,000 per evaluation of a (policy, binding). The estimate is
-webhook.cel.evaluator's pessimistic model of cel-go's runtime cost; a margin of ten is kept so
+webhook.cel.cel_runtime's pessimistic model of cel-go's runtime cost; a margin of ten is kept so
 that the model's approximations cannot matter.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from policies.vap import objects
-from tests.builders import mpijob
+from testing.builders import mpijob
 from tests.vap.corpus import policies
 from tests.vap.nesting import nested_walks
-from webhook.cel.admission import PER_EVALUATION_BUDGET, PER_EXPRESSION_LIMIT, Request, Review, review
-from webhook.cel.evaluator import compile_expression
+from webhook.cel.policy_admission import PER_EVALUATION_BUDGET, PER_EXPRESSION_LIMIT, Request, Review, review
+from webhook.cel.cel_runtime import compile_expression
 
 MARGIN = 10
 # etcd refuses objects over 1.5 MiB: no stored MPIJob is larger.

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.builders import mpijob
+from testing.builders import mpijob
 from tests.vap.corpus import ACTIONS_POLICY
 from webhook.cli import main as cli
 

@@ -3,7 +3,7 @@ the policies deny, warn and audit are those the webhook's static rules deny, war
 
 Every job here is one the API server would hand to admission (valid against the CRD schema)
 and that passes the webhook's shape check; the policies are evaluated the way the API server
-evaluates them (webhook.cel.admission), and each evaluation is held to its CEL cost limits.
+evaluates them (webhook.cel.policy_admission), and each evaluation is held to its CEL cost limits.
 """
 from __future__ import annotations
 

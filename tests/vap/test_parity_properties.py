@@ -9,7 +9,7 @@ from tests.vap.corpus import namespaces
 from tests.vap.strategies import gpus_before_init, jobs
 from tests.vap.test_parity import POLICIES, exported
 from tests.vap.verdicts import admissible, vap_review, vap_verdict, webhook_verdict
-from webhook.cel import evaluator
+from webhook.cel import cel_runtime as evaluator
 
 # cel-python raises the recursion limit when its first environment is made; made here, before
 # hypothesis records the limit it restores after each example.

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies import engine, registry
-from policies.base import RuleContext
-from policies.cluster import StaticClusterView
-from policies.policy import Policy
-from policies.shape import check_shape
+from policies.interface import RuleContext
+from policies.cluster_view import StaticClusterView
+from policies.config.layered_policy import Policy
+from policies.mpijob.crd_type_check import check_shape
 from policies.vap import EXPORTED_RULES
-from tests.crd import schema_errors
-from webhook.cel.admission import Request, Review, review
+from testing.crd import schema_errors
+from webhook.cel.policy_admission import Request, Review, review
 
 STATIC_RULES = tuple(rule for rule in registry.RULES if rule.id in EXPORTED_RULES)
 # Cluster state is available and empty: no LimitRange bounds GPUs, the parameter does.

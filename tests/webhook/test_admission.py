@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from policies.cluster import NO_CLUSTER
-from policies.policy import Policy
-from tests.builders import admission_review, mpijob
+from policies.cluster_view import NO_CLUSTER
+from policies.config.layered_policy import Policy
+from testing.builders import admission_review, mpijob
 from webhook.admission import Admission, Decision
 from webhook.review import parse_admission_review
 

@@ -9,9 +9,9 @@ import yaml
 from policies.conversion import convert
 from policies.conversion.v1alpha1 import ADVISORY
 from policies.registry import RULES
-from tests.builders import admission_review
+from testing.builders import admission_review
 from tests.conftest import UPSTREAM, captured_reviews
-from tests.webhook.app_client import ProbeRule, webhook
+from testing.app_client import ProbeRule, webhook
 
 V1ALPHA1_JOB = yaml.safe_load((UPSTREAM / "v1alpha1" / "tensorflow-benchmarks-gpus16.yaml").read_text())
 V1ALPHA2_JOB = yaml.safe_load((UPSTREAM / "v1alpha2" / "horovod-tensorflow-mnist.yaml").read_text())

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.base import Action, Finding, UserInfo
-from policies.cluster import StaticClusterView
-from policies.config import parse_policy
+from policies.interface import Action, Finding, UserInfo
+from policies.cluster_view import StaticClusterView
+from policies.config.reader import parse_policy
 from policies.engine import MutationResult, Outcome, Verdict
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 from tests.conftest import ROOT
-from tests.tls_server import serving
+from testing.tls_server import serving
 from webhook.admission import Decision
 from webhook import audit
 from webhook.audit import AuditLog

@@ -14,9 +14,9 @@ import jsonpatch
 import pytest
 
 from policies.registry import RULES
-from policies.shape import check_shape
+from policies.mpijob.crd_type_check import check_shape
 from tests.conftest import ROOT, captured_reviews
-from tests.webhook.app_client import ProbeRule, webhook
+from testing.app_client import ProbeRule, webhook
 
 RECORDED = {name: review for name, review in captured_reviews().items() if review.get("kind") == "AdmissionReview"}
 

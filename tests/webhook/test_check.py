@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from policies.registry import RULES
-from tests.builders import mpijob
+from testing.builders import mpijob
 from tests.conftest import ROOT, UPSTREAM
-from tests.kube_objects import namespace, resource_quota
+from testing.kube_objects import namespace, resource_quota
 from webhook.cli import main
 
 CLUSTER_RULES = [r.id for r in RULES if r.needs_cluster]

@@ -1,4 +1,4 @@
-"""The watch caches against a real list/watch protocol (``tests.kube_api``), driven by the real
+"""The watch caches against a real list/watch protocol (``testing.kube_api_server``), driven by the real
 ``kubernetes`` client, and the cluster-aware rules reading them through /validate."""
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from policies.base import Action
-from policies.policy import Policy
-from policies.settings import Settings
-from tests.builders import admission_review, mpijob
-from tests.kube_api import CORE, MPIJOBS, KubeAPI, local_queues
-from tests.kube_objects import (
+from policies.interface import Action
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import Settings
+from policies.registry import default_settings
+from testing.builders import admission_review, mpijob
+from testing.kube_api_server import CORE, MPIJOBS, KubeAPI, local_queues
+from testing.kube_objects import (
     RUNNING,
     container_limits,
     gpu_job,
@@ -29,8 +30,8 @@ from tests.kube_objects import (
     resource_quota,
     stored_mpijob,
 )
-from tests.webhook.app_client import webhook
-from webhook.cluster import LOCAL_QUEUES, ClusterCaches, Informer, Timing, api_client
+from testing.app_client import webhook
+from webhook.watch_caches import LOCAL_QUEUES, ClusterCaches, Informer, Timing, api_client
 
 GPU = "requests.nvidia.com/gpu"
 # Fast enough for tests: a lost watch makes the state unusable after 0.5 s, retries within 0.2 s.
@@ -439,7 +440,7 @@ def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: Clust
     (warning,) = [w for w in response["warnings"] if w.startswith("[cluster-state]")]
     assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue) were not run" in warning
     assert "lost the watch on" in warning
-    strict = replace(Settings.defaults(), cluster_unavailable=Action.DENY)
+    strict = replace(default_settings(), cluster_unavailable=Action.DENY)
     denied = validate(caches, gpu_job(workers=20), strict)
     assert denied["allowed"] is False and "were not run" in denied["status"]["message"]
     api.come_back()
@@ -452,7 +453,7 @@ def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: Clust
 def test_serve_with_kubeconfig_end_to_end(api: KubeAPI, tmp_path: Path):
     """gunicorn over TLS reading the cluster through --kubeconfig: ready once the first lists are
     in (the not-ready phase is covered in-process above), then a job over quota is refused."""
-    from tests.tls_server import serving
+    from testing.tls_server import serving
 
     api.apply(resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tls_server import TlsServer, serving
+from testing.tls_server import TlsServer, serving
 from webhook.connections import ANSWER_GRACE
 
 CLIENT_TIMEOUT = 1.0

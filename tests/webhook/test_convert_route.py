@@ -10,7 +10,7 @@ import yaml
 from policies.conversion import ConversionOptions, convert
 from tests.conftest import UPSTREAM, captured_reviews
 from tests.conversion.common import HUB
-from tests.webhook.app_client import webhook
+from testing.app_client import webhook
 from webhook.bootstrap import ServeOptions, build_runtime
 from webhook.conversion_review import ConversionWebhook, parse_conversion_review
 

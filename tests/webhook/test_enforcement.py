@@ -8,11 +8,11 @@ import json
 import jsonpatch
 import pytest
 
-from policies.cluster import StaticClusterView
-from policies.config import parse_policy
+from policies.cluster_view import StaticClusterView
+from policies.config.reader import parse_policy
 from policies.registry import MUTATION_IDS
-from tests.builders import admission_review, mpijob
-from tests.kube_objects import namespace
+from testing.builders import admission_review, mpijob
+from testing.kube_objects import namespace
 from webhook.admission import Decision
 from webhook.review import parse_admission_review
 from webhook.runtime import default_runtime

@@ -12,7 +12,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from certs import authority
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 from tests.conftest import ROOT
 from webhook import create_app, metrics
 from webhook.bootstrap import ServeOptions, build_runtime
@@ -236,7 +236,7 @@ EXIT_WITHOUT_A_SCRAPE = """
 import sys, threading
 from webhook import create_app, metrics
 from webhook.bootstrap import ServeOptions, build_runtime
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 metrics.prepare_multiprocess_dir(sys.argv[1])
 app = create_app(build_runtime(ServeOptions(audit_log=False)))
 before = sorted(t.name for t in threading.enumerate() if t.name == 'metrics-flush')

@@ -9,10 +9,10 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.builders import admission_review, mpijob, patch_of
+from testing.builders import admission_review, mpijob, patch_of
 from tests.conftest import captured_reviews, upstream_v2beta1_jobs
-from tests.crd import as_api_server_sends, schema_errors
-from tests.tls_server import TlsServer, serving
+from testing.crd import as_api_server_sends, schema_errors
+from testing.tls_server import TlsServer, serving
 
 INJECT = "sidecar.istio.io/inject"
 QUEUE = "kueue.x-k8s.io/queue-name"

@@ -15,20 +15,21 @@ import jsonpatch
 import pytest
 from hypothesis import given
 
-from policies.base import Mutated, NoParams
-from policies.cluster import NO_CLUSTER
+from policies.interface import Mutated, NoParams
+from policies.cluster_view import NO_CLUSTER
 from policies.engine import json_patch, mutate
 from policies.mutations.edits import WorkingCopy
-from policies.policy import Policy
-from policies.settings import MutationConfig, Settings
-from tests.builders import admission_review, context, mpijob, patch_of
+from policies.config.layered_policy import Policy
+from policies.config.rule_settings import MutationConfig, Settings
+from policies.registry import default_settings
+from testing.builders import admission_review, context, mpijob, patch_of
 from tests.conftest import ROOT, captured_reviews, upstream_v2beta1_jobs
-from tests.crd import as_api_server_sends, schema_errors
+from testing.crd import as_api_server_sends, schema_errors
 from tests.mutation_cases import CAPPED, INJECT, QUEUE, Case, cases
 from webhook.admission import Admission
 from webhook.review import parse_admission_review
 
-DEFAULTS = Settings.defaults()
+DEFAULTS = default_settings()
 CONFIGURED = (DEFAULTS.with_mutation("kueue-queue-label", queues={"team-a": "team-a-queue"})
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 OFF = {"labels": {INJECT: "false"}, "annotations": {INJECT: "false"}}
@@ -247,12 +248,12 @@ def test_patch_escapes_tilde_and_slash():
 # Imports only what the patch needs, so each interpreter starts in a fraction of a second.
 PATCH_OF_RECORDED_CREATE = """
 import json, sys
-from policies.base import RuleContext
-from policies.cluster import NO_CLUSTER
+from policies.interface import RuleContext
+from policies.cluster_view import NO_CLUSTER
 from policies.engine import json_patch, mutate
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
 from policies.mutations.restricted_service_account import RestrictedServiceAccount
-from policies.settings import MutationConfig, Settings
+from policies.config.rule_settings import MutationConfig, Settings
 mutations = [IstioSidecarOff(), RestrictedServiceAccount()]
 settings = Settings({}, {m.id: MutationConfig(True, m.Params()) for m in mutations})
 job = json.load(sys.stdin)["request"]["object"]

@@ -6,9 +6,8 @@ import json
 import jsonschema
 import yaml
 
-from policies.config import parse_policy
-from policies.registry import MUTATION_IDS, RULE_IDS
-from policies.settings import Settings
+from policies.config.reader import parse_policy
+from policies.registry import MUTATION_IDS, RULE_IDS, default_settings
 from tests.conftest import ROOT
 from webhook.cli import main
 
@@ -24,7 +23,7 @@ def test_schema_prints_the_generated_json_schema(capsys):
 def test_defaults_prints_a_policy_file_that_reads_back_as_the_defaults(capsys):
     assert main(["policy", "defaults"]) == 0
     text = capsys.readouterr().out
-    assert parse_policy(text).settings == Settings.defaults()
+    assert parse_policy(text).settings == default_settings()
 
 
 def test_validate_exits_0_for_good_files_and_2_with_every_problem(tmp_path, capsys):

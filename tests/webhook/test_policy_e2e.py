@@ -14,9 +14,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 from tests.conftest import ROOT
-from tests.tls_server import TlsServer, serving
+from testing.tls_server import TlsServer, serving
 from tests.webhook.configmap_volume import ConfigMapVolume
 
 WARN = "rules:\n  slots-per-worker: warn\n"
@@ -35,7 +35,7 @@ def wait_for(condition: Callable[[], bool], what: str, server: TlsServer, timeou
 
 def every_worker_logged(server: TlsServer, text: str, times: int = 1) -> None:
     def logged() -> bool:
-        lines = re.findall(r"^\[[^\]]+\] \[(\d+)\] \[\w+\] webhook\.policy_source: " + re.escape(text),
+        lines = re.findall(r"^\[[^\]]+\] \[(\d+)\] \[\w+\] webhook\.policy_reload: " + re.escape(text),
                            server.output(), re.MULTILINE)
         return len(set(lines)) == WORKERS and len(lines) >= WORKERS * times
     wait_for(logged, f"{WORKERS} workers to log {text!r}", server)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from policies.base import Action
+from policies.interface import Action
 from policies.config import PolicyError
 from policies.registry import RULE_IDS
-from webhook import policy_source
-from webhook.policy_source import PolicySource
+from webhook import policy_reload
+from webhook.policy_reload import PolicySource
 from tests.webhook.configmap_volume import ConfigMapVolume
 
 WARN = "rules:\n  slots-per-worker: warn\n"
@@ -88,7 +88,7 @@ def test_the_same_content_written_again_is_not_a_reload(source, recorder, volume
 def test_an_invalid_edit_keeps_the_last_good_policy_and_says_where(source, recorder, volume, caplog):
     before = source.current()
     volume.write(TYPO)
-    with caplog.at_level(logging.ERROR, logger="webhook.policy_source"):
+    with caplog.at_level(logging.ERROR, logger="webhook.policy_reload"):
         assert source.refresh() == "invalid"
     assert source.current() is before
     assert recorder.results == ["success", "invalid"]
@@ -109,7 +109,7 @@ def test_fixing_the_file_clears_the_error(source, recorder, volume, caplog):
     volume.write(TYPO)
     source.refresh()
     volume.write(AUDIT)
-    with caplog.at_level(logging.INFO, logger="webhook.policy_source"):
+    with caplog.at_level(logging.INFO, logger="webhook.policy_reload"):
         assert source.refresh() == "success"
     assert slots_action(source) is Action.AUDIT
     assert caplog.messages[-1].endswith("; the earlier problem is resolved")
@@ -128,7 +128,7 @@ def test_reverting_to_the_content_in_force_clears_the_error(source, recorder, vo
 def test_a_deleted_file_keeps_the_last_good_policy_until_it_is_back(source, recorder, volume, caplog):
     before = source.current()
     volume.remove_key()
-    with caplog.at_level(logging.WARNING, logger="webhook.policy_source"):
+    with caplog.at_level(logging.WARNING, logger="webhook.policy_reload"):
         assert source.refresh() == "missing"
     assert source.current() is before
     assert caplog.messages[0].startswith(f"policy file {volume.path} is gone; the policy loaded at ")
@@ -173,17 +173,17 @@ def test_a_missing_file_without_a_fallback_is_refused(tmp_path):
 def test_load_at_startup_refuses_an_invalid_or_missing_file(tmp_path):
     path = tmp_path / "policy.yaml"
     with pytest.raises(PolicyError) as caught:
-        policy_source.load_at_startup(path)
+        policy_reload.load_at_startup(path)
     assert str(caught.value) == f"{path} is invalid (1 problem):\n  (document): does not exist"
     path.write_bytes(b"rules: {slots-per-worker: \xff}\n")
     with pytest.raises(PolicyError, match=r"is not UTF-8 text \(byte 26\)"):
-        policy_source.load_at_startup(path)
+        policy_reload.load_at_startup(path)
 
 
 def test_a_worker_started_while_the_file_is_invalid_serves_the_start_up_policy(tmp_path, recorder):
     path = tmp_path / "policy.yaml"
     path.write_text(AUDIT)
-    started_with = policy_source.load_at_startup(path)
+    started_with = policy_reload.load_at_startup(path)
     path.write_text(TYPO)  # broken after serve checked it, before this worker read it
     source = PolicySource(path, fallback=started_with, record=recorder)
     assert source.current() is started_with
@@ -219,7 +219,7 @@ def test_a_failing_metrics_hook_does_not_stop_a_reload(volume, caplog):
     def broken(result, **details):
         raise RuntimeError("metrics down")
 
-    with caplog.at_level(logging.ERROR, logger="webhook.policy_source"):
+    with caplog.at_level(logging.ERROR, logger="webhook.policy_reload"):
         source = PolicySource(volume.path, record=broken)
     assert slots_action(source) is Action.WARN
     assert caplog.messages == ["recording the policy reload failed"]
@@ -227,11 +227,11 @@ def test_a_failing_metrics_hook_does_not_stop_a_reload(volume, caplog):
 
 def test_the_webhooks_own_namespace_comes_from_the_downward_api(monkeypatch, tmp_path):
     monkeypatch.setenv("POD_NAMESPACE", "mpi-admission")
-    assert policy_source.own_namespace() == "mpi-admission"
+    assert policy_reload.own_namespace() == "mpi-admission"
     monkeypatch.delenv("POD_NAMESPACE")
     account = tmp_path / "namespace"
     account.write_text("from-service-account\n")
-    monkeypatch.setattr(policy_source, "SERVICE_ACCOUNT_NAMESPACE", account)
-    assert policy_source.own_namespace() == "from-service-account"
-    monkeypatch.setattr(policy_source, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
-    assert policy_source.own_namespace() == "mpijob-webhook"
+    monkeypatch.setattr(policy_reload, "SERVICE_ACCOUNT_NAMESPACE", account)
+    assert policy_reload.own_namespace() == "from-service-account"
+    monkeypatch.setattr(policy_reload, "SERVICE_ACCOUNT_NAMESPACE", tmp_path / "absent")
+    assert policy_reload.own_namespace() == "mpijob-webhook"

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.base import Action, Finding, Problem
+from policies.interface import Action, Finding, Problem
 from policies.engine import Outcome, Verdict
 from policies.rules.slots_per_worker import SlotsPerWorker
-from tests.builders import admission_review, mpijob
-from tests.webhook.app_client import ProbeMutation, ProbeRule, webhook
+from testing.builders import admission_review, mpijob
+from testing.app_client import ProbeMutation, ProbeRule, webhook
 from webhook import create_app, responses
 from webhook.admission import Admission
 from webhook.review import parse_admission_review

@@ -16,11 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-from tests.builders import admission_review, mpijob
+from testing.builders import admission_review, mpijob
 from tests.conftest import captured_reviews
-from tests.webhook.app_client import webhook
+from testing.app_client import webhook
 from webhook import MAX_BODY_BYTES
-from policies.base import UserInfo
+from policies.interface import UserInfo
 from webhook.review import GENERATED_SUFFIX, AdmissionRequest, MAX_NESTING, BadReview, parse_admission_review, read_body, read_json
 
 ENDPOINTS = ("/validate", "/mutate")

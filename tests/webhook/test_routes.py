@@ -13,8 +13,8 @@ import jsonpatch
 import pytest
 
 from policies.rules.slots_per_worker import SlotsPerWorker
-from tests.builders import admission_review, mpijob
-from tests.webhook.app_client import ProbeMutation, ProbeRule, webhook
+from testing.builders import admission_review, mpijob
+from testing.app_client import ProbeMutation, ProbeRule, webhook
 from webhook import create_app
 from webhook.runtime import Runtime, default_runtime
 

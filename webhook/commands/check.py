@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from policies.config import PolicyError, default_policy
+from policies.config import PolicyError
+from policies.config.reader import default_policy
 from policies.messages import plural
-from policies.policy import Policy
+from policies.config.layered_policy import Policy
 from webhook.offline import NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view, documents
-from webhook.cel import answers as vap_answers
-from webhook.policy_source import own_namespace, read_policy
+from webhook.cel import check_answers as vap_answers
+from webhook.policy_reload import own_namespace, read_policy
 
 STDIN = "-"
 

@@ -33,7 +33,7 @@ from policies.conversion import (
     convert,
 )
 from policies.conversion.tree import display
-from policies.jobs import GROUP, HUB_API_VERSION, KIND
+from policies.mpijob.reading import GROUP, HUB_API_VERSION, KIND
 from webhook.commands.check import label, read
 from webhook.offline import BadInput, documents
 

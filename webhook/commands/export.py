@@ -12,10 +12,11 @@ from typing import Any
 
 import yaml
 
-from policies.config import PolicyError, default_policy
-from policies.policy import Policy
+from policies.config import PolicyError
+from policies.config.layered_policy import Policy
+from policies.config.reader import default_policy
 from policies.vap import DEFAULT_PREFIX, EXPORTED_RULES, objects
-from webhook.policy_source import own_namespace, read_policy
+from webhook.policy_reload import own_namespace, read_policy
 
 # The longest name the prefix is put in front of: "-" + rule id + "-" + the longest action.
 _LONGEST_SUFFIX = 1 + max(len(r) for r in EXPORTED_RULES) + len("-audit")

@@ -10,9 +10,10 @@ from typing import Any
 
 import yaml
 
-from policies.config import PolicyError, defaults_document, json_schema, to_plain
-from policies.policy import Policy
-from webhook.policy_source import read_policy
+from policies.config import PolicyError
+from policies.config.json_schema import defaults_document, json_schema, to_plain
+from policies.config.layered_policy import Policy
+from webhook.policy_reload import read_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import create_app, metrics, policy_source
+from webhook import create_app, metrics, policy_reload
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.server import WebhookServer, gunicorn_options
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
     if options.policy_file is not None:
         try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
-            policy_source.load_at_startup(options.policy_file)
+            policy_reload.load_at_startup(options.policy_file)
         except PolicyError as exc:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
             return 2

@@ -3,13 +3,13 @@ import copy
 import pytest
 
 from policies.mutations.istio_sidecar_off import IstioSidecarOff
-from policies.settings import Settings
-from tests.builders import mpijob, run_mutation
+from policies.registry import default_settings
+from testing.builders import mpijob, run_mutation
 
 MUTATION = IstioSidecarOff()
 INJECT = "sidecar.istio.io/inject"
 OFF = {"labels": {INJECT: "false"}, "annotations": {INJECT: "false"}}
-KEEP_TRUE = Settings.defaults().with_mutation("istio-sidecar-off", keep_explicit_true=True)
+KEEP_TRUE = default_settings().with_mutation("istio-sidecar-off", keep_explicit_true=True)
 
 
 def template(job, replica_type):

@@ -1,16 +1,16 @@
 import pytest
 
-from policies.cluster import StaticClusterView
+from policies.cluster_view import StaticClusterView
 from policies.mutations.kueue_queue_label import KueueQueueLabel, KueueQueueLabelParams
-from policies.settings import Settings
-from tests.builders import mpijob, run_mutation
+from policies.registry import default_settings
+from testing.builders import mpijob, run_mutation
 
 MUTATION = KueueQueueLabel()
 QUEUE = "kueue.x-k8s.io/queue-name"
 
 
 def configured(**params):
-    return Settings.defaults().with_mutation("kueue-queue-label", **params)
+    return default_settings().with_mutation("kueue-queue-label", **params)
 
 
 TEAM_A = configured(queues={"team-a": "team-a-queue"})
@@ -90,7 +90,7 @@ def test_a_queue_known_to_be_missing_is_not_set_and_said(existing):
 def test_labelled_job_passes_the_kueue_queue_rule():
     from policies.engine import evaluate
     from policies.rules.kueue_queue import KueueQueue
-    from tests.builders import context
+    from testing.builders import context
 
     cluster = StaticClusterView(queues={"team-a": [local_queue("team-a-queue")]})
     job, _ = run_mutation(MUTATION, mpijob(), settings=TEAM_A, cluster=cluster)
@@ -125,7 +125,8 @@ def test_bad_settings_are_refused_when_loaded(params, message):
 
 
 def test_settings_from_the_policy_file():
-    from policies.config import PolicyError, parse_policy
+    from policies.config import PolicyError
+    from policies.config.reader import parse_policy
 
     policy = parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: qa}, defaultQueue: shared}}\n")
     params = policy.settings_for("team-a", {}).params("kueue-queue-label")

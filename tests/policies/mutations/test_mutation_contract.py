@@ -12,18 +12,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Mutated, NoParams
-from policies.cluster import NO_CLUSTER, ClusterView, StaticClusterView
+from policies.interface import Mutated, NoParams
+from policies.cluster_view import NO_CLUSTER, ClusterView, StaticClusterView
 from policies.engine import evaluate, json_patch, mutate
 from policies.mutations.edits import WorkingCopy
-from policies.registry import MUTATIONS
-from policies.settings import MutationConfig, Settings
-from tests.builders import context, mpijob
+from policies.registry import MUTATIONS, default_settings
+from policies.config.rule_settings import MutationConfig, Settings
+from testing.builders import context, mpijob
 from tests.conftest import upstream_v2beta1_jobs
-from tests.crd import as_api_server_sends
+from testing.crd import as_api_server_sends
 from tests.mutation_cases import CAPPED, Case, cases
 
-CONFIGURED = (Settings.defaults().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 
 
@@ -80,7 +80,7 @@ def test_mutations_create_no_violations_with_cluster_state(case: Case, cluster: 
     assert verdict_lines(result.job, case.settings, cluster) <= verdict_lines(case.job, case.settings, cluster)
 
 
-@pytest.mark.parametrize("settings", [Settings.defaults(), CONFIGURED], ids=["default-policy", "queue-and-account"])
+@pytest.mark.parametrize("settings", [default_settings(), CONFIGURED], ids=["default-policy", "queue-and-account"])
 @pytest.mark.parametrize("name", sorted(upstream_v2beta1_jobs()))
 def test_mutated_upstream_manifests_pass_validation_unchanged(name, settings):
     job = as_api_server_sends(upstream_v2beta1_jobs()[name])
@@ -103,7 +103,7 @@ class _Failing:
 
 
 def test_a_failing_mutation_refuses_and_leaves_the_request_alone():
-    defaults = Settings.defaults()
+    defaults = default_settings()
     settings = Settings(defaults.rules, {**defaults.mutations, "failing": MutationConfig(True, NoParams())})
     job = mpijob()
     result = mutate(context(job, settings=settings), mutations=[*MUTATIONS, _Failing()])
@@ -113,7 +113,7 @@ def test_a_failing_mutation_refuses_and_leaves_the_request_alone():
 
 
 def test_disabled_mutations_do_not_run():
-    settings = Settings.defaults()
+    settings = default_settings()
     for mutation in MUTATIONS:
         settings = settings.with_mutation(mutation.id, enabled=False)
     job = mpijob()

@@ -13,15 +13,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Mutated, NoParams, Problem
+from policies.interface import Mutated, NoParams, Problem
 from policies.engine import MutationResult, json_patch
-from policies.jobs import QUEUE_LABEL
+from policies.mpijob.reading import QUEUE_LABEL
 from policies.mutations.edits import WorkingCopy
-from policies.mutations.shape import check_mutation_shape, declared_fields
-from policies.registry import MUTATIONS
-from policies.settings import Settings
-from policies.shape import _checked_schema, check_shape, narrowed
-from tests.builders import context, mpijob
+from policies.mutations.mutated_fields_check import check_mutation_shape, declared_fields
+from policies.registry import MUTATIONS, default_settings
+from policies.mpijob.crd_type_check import _checked_schema, check_shape, narrowed
+from testing.builders import context, mpijob
 from tests.policies.test_shape_fast_path import JOBS, JSON, UNUSUAL, _paths, _schema_at, _shaped
 
 WORKER = ("spec", "mpiReplicaSpecs", "Worker", "template")
@@ -132,7 +131,7 @@ def test_missing_maps_are_not_problems_the_mutations_create_them():
     assert check_mutation_shape({"spec": {}}, MUTATIONS) == []
 
 
-CONFIGURED = (Settings.defaults().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 
 

@@ -4,11 +4,11 @@ from policies.mutations.restricted_service_account import (
     RestrictedServiceAccount,
     RestrictedServiceAccountParams,
 )
-from policies.settings import Settings
-from tests.builders import mpijob, run_mutation
+from policies.registry import default_settings
+from testing.builders import mpijob, run_mutation
 
 MUTATION = RestrictedServiceAccount()
-RESTRICTED = Settings.defaults().with_mutation("restricted-service-account", service_account="mpi-restricted")
+RESTRICTED = default_settings().with_mutation("restricted-service-account", service_account="mpi-restricted")
 
 
 def pod(job, replica_type):

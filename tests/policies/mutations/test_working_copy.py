@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from policies.mutations.edits import WorkingCopy, set_default, set_value
-from tests.builders import mpijob
+from testing.builders import mpijob
 
 TEMPLATE = ("spec", "mpiReplicaSpecs", "Launcher", "template")
 

@@ -8,9 +8,9 @@ import copy
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from policies.cluster import StaticClusterView
-from policies.shape import check_shape
-from tests.builders import context
+from policies.cluster_view import StaticClusterView
+from policies.mpijob.crd_type_check import check_shape
+from testing.builders import context
 from tests.policies.rules.test_cluster_rules_never_raise import CLUSTER_RULES, NAMESPACE, SETTINGS, clusters
 from tests.policies.rules.test_rules_never_raise import names, spec
 

@@ -7,16 +7,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Action, Finding
-from policies.cluster import StaticClusterView
-from policies.registry import RULES
-from policies.shape import check_shape
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.interface import Action, Finding
+from policies.cluster_view import StaticClusterView
+from policies.registry import RULES, default_settings
+from policies.mpijob.crd_type_check import check_shape
+from testing.builders import context, mpijob
 from tests.policies.rules.test_rules_never_raise import names, spec
 
 CLUSTER_RULES = [rule for rule in RULES if rule.needs_cluster]
-SETTINGS = Settings.defaults()
+SETTINGS = default_settings()
 NAMESPACE = "team-a"
 
 short = st.text("abcdefghij-./", min_size=1, max_size=10)

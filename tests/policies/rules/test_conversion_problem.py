@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from policies.base import UNSET, Problem
+from policies.interface import UNSET, Problem
 from policies.conversion import PROBLEMS_ANNOTATION, convert
 from policies.rules.conversion_problem import ConversionProblem
-from tests.builders import context, mpijob
+from testing.builders import context, mpijob
 
 RULE = ConversionProblem()
 TEMPLATE = {"spec": {"containers": [{"name": "bench", "image": "bench:1.0", "command": ["mpirun", "bench"]}]}}

@@ -2,12 +2,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.base import Problem
-from policies.cluster import StaticClusterView
+from policies.interface import Problem
+from policies.cluster_view import StaticClusterView
 from policies.rules.gpus_per_worker import GpusPerWorker, GpusPerWorkerParams, max_gpus
-from policies.settings import Settings
-from tests.builders import context, mpijob
-from tests.kube_objects import container_limits, limit_range
+from policies.registry import default_settings
+from testing.builders import context, mpijob
+from testing.kube_objects import container_limits, limit_range
 
 RULE = GpusPerWorker()
 WORKER = "spec.mpiReplicaSpecs[Worker].template.spec"
@@ -25,7 +25,7 @@ def gpu_job(*containers, init=(), workers=2, **spec):
 
 
 def check(job, **params):
-    settings = Settings.defaults().with_rule("gpus-per-worker", **params) if params else None
+    settings = default_settings().with_rule("gpus-per-worker", **params) if params else None
     return list(RULE.check(context(job, settings=settings)))
 
 
@@ -106,7 +106,7 @@ def test_admin_maximum_is_honoured(maximum, asked, found):
 
 
 def test_max_gpus_reads_the_settings():
-    settings = Settings.defaults().with_rule("gpus-per-worker", max=4)
+    settings = default_settings().with_rule("gpus-per-worker", max=4)
     assert max_gpus(context(mpijob(), settings=settings), "nvidia.com/gpu") == 4
 
 
@@ -185,15 +185,15 @@ def test_negative_maximum_is_refused():
 # --- the maximum from the namespace's LimitRange ---------------------------------------------
 
 def check_in_namespace(job, *ranges, available=True, **params):
-    from policies.cluster import StaticClusterView
+    from policies.cluster_view import StaticClusterView
 
     cluster = StaticClusterView(ranges={"team-a": list(ranges)}, available=available)
-    settings = Settings.defaults().with_rule("gpus-per-worker", **params) if params else None
+    settings = default_settings().with_rule("gpus-per-worker", **params) if params else None
     return list(RULE.check(context(job, cluster=cluster, settings=settings)))
 
 
 def gpu_limit_range(name, maximum, kind="Container", resource="nvidia.com/gpu"):
-    from tests.kube_objects import limit_range
+    from testing.kube_objects import limit_range
 
     return limit_range(name, {"type": kind, "max": {resource: str(maximum)}})
 
@@ -225,7 +225,7 @@ def test_the_setting_applies_while_cluster_state_is_unavailable():
 
 
 def test_max_gpus_reads_the_limit_range():
-    from policies.cluster import StaticClusterView
+    from policies.cluster_view import StaticClusterView
 
     cluster = StaticClusterView(ranges={"team-a": [gpu_limit_range("gpu-limits", 4)]})
     assert max_gpus(context(mpijob(), cluster=cluster), "nvidia.com/gpu") == 4
@@ -292,7 +292,7 @@ def test_the_worker_maximum_agrees_with_a_plain_reference(app, init, defaults):
                   init=[{"resources": _resources(a), **({"restartPolicy": "Always"} if s else {})} for a, s in init])
     ranges = (limit_range("defaults", container_limits(default={"nvidia.com/gpu": "3", "cpu": "1"})),) \
         if defaults else ()
-    ctx = context(job, settings=Settings.defaults().with_rule("gpus-per-worker", max=2),
+    ctx = context(job, settings=default_settings().with_rule("gpus-per-worker", max=2),
                   cluster=StaticClusterView(ranges={"team-a": ranges}))
     findings = list(RULE.check(ctx))
     asked = _reference_gpus([a or 0 for a in app], [(a or 0, s) for a, s in init])

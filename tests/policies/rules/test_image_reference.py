@@ -1,10 +1,10 @@
 import pytest
 
 from policies import messages
-from policies.base import Action, Problem
+from policies.interface import Action, Problem
 from policies.rules.image_reference import ImageReference
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 RULE = ImageReference()
 DIGEST = "sha256:" + "ab" * 32
@@ -29,7 +29,7 @@ def job_with_images(launcher="mpioperator/mpi-pi:openmpi", worker="mpioperator/m
 
 
 def check(job, **settings):
-    ctx_settings = Settings.defaults().with_rule("image-reference", **settings) if settings else None
+    ctx_settings = default_settings().with_rule("image-reference", **settings) if settings else None
     return list(RULE.check(context(job, settings=ctx_settings)))
 
 

@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.job_name import _DNS1035_LABEL, JobName, label_problems, max_name_length
-from tests.builders import context, mpijob
+from testing.builders import context, mpijob
 
 RULE = JobName()
 

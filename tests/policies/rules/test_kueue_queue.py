@@ -1,9 +1,9 @@
 from policies import messages
-from policies.base import Problem
-from policies.cluster import StaticClusterView
+from policies.interface import Problem
+from policies.cluster_view import StaticClusterView
 from policies.rules.kueue_queue import KueueQueue
-from tests.builders import context, mpijob
-from tests.kube_objects import local_queue
+from testing.builders import context, mpijob
+from testing.kube_objects import local_queue
 
 RULE = KueueQueue()
 

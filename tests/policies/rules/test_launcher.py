@@ -1,8 +1,8 @@
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.launcher import Launcher
-from tests.builders import context, mpijob
+from testing.builders import context, mpijob
 
 RULE = Launcher()
 PATH = "spec.mpiReplicaSpecs[Launcher]"

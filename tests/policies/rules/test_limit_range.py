@@ -1,10 +1,10 @@
 import pytest
 
-from policies.base import Problem
-from policies.cluster import StaticClusterView
+from policies.interface import Problem
+from policies.cluster_view import StaticClusterView
 from policies.rules.limit_range import LimitRange
-from tests.builders import context, mpijob
-from tests.kube_objects import container_limits, limit_range, pod_limits
+from testing.builders import context, mpijob
+from testing.kube_objects import container_limits, limit_range, pod_limits
 
 RULE = LimitRange()
 WORKER_C0 = "spec.mpiReplicaSpecs[Worker].template.spec.containers[0]"

@@ -1,9 +1,9 @@
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.mpi_settings import MpiSettings, MpiSettingsParams
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 RULE = MpiSettings()
 
@@ -44,7 +44,7 @@ def test_unsupported_values_list_the_choices(field, value, supported, fix):
 
 
 def test_admin_can_narrow_the_implementations():
-    settings = Settings.defaults().with_rule("mpi-settings", implementations=("OpenMPI", "Intel"))
+    settings = default_settings().with_rule("mpi-settings", implementations=("OpenMPI", "Intel"))
     (finding,) = RULE.check(context(mpijob(mpiImplementation="MPICH"), settings=settings))
     assert 'supported values: "OpenMPI", "Intel";' in finding.message
 

@@ -3,13 +3,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Action, Problem
-from policies.cluster import StaticClusterView
+from policies.interface import Action, Problem
+from policies.cluster_view import StaticClusterView
 from policies.engine import evaluate
 from policies.rules.node_fit import NodeFit, blocking_taints, placement_problem
-from policies.settings import Settings
-from tests.builders import context, mpijob
-from tests.kube_objects import container_limits, limit_range, node
+from policies.registry import default_settings
+from testing.builders import context, mpijob
+from testing.kube_objects import container_limits, limit_range, node
 
 RULE = NodeFit()
 WORKER_SPEC = "spec.mpiReplicaSpecs[Worker].template.spec"
@@ -94,7 +94,7 @@ def test_node_fit_is_a_warning_by_default_and_may_deny():
     cluster = StaticClusterView(node_list=CLUSTER)
     verdict = evaluate(context(job, cluster=cluster))
     assert verdict.allowed and [f.rule for f in verdict.warnings] == ["node-fit"]
-    strict = Settings.defaults().with_rule("node-fit", action=Action.DENY)
+    strict = default_settings().with_rule("node-fit", action=Action.DENY)
     assert [f.rule for f in evaluate(context(job, cluster=cluster, settings=strict)).denials] == ["node-fit"]
 
 
@@ -112,7 +112,7 @@ def test_launcher_checked_unless_turned_off():
         "limits": {"cpu": 100}}
     (finding,) = check(job)
     assert finding.path == "spec.mpiReplicaSpecs[Launcher].template.spec"
-    settings = Settings.defaults().with_rule("node-fit", check_launcher=False)
+    settings = default_settings().with_rule("node-fit", check_launcher=False)
     assert list(RULE.check(context(job, cluster=StaticClusterView(node_list=CLUSTER), settings=settings))) == []
 
 

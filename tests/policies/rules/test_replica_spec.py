@@ -1,8 +1,8 @@
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.replica_spec import ReplicaSpec
-from tests.builders import context, mpijob
+from testing.builders import context, mpijob
 
 RULE = ReplicaSpec()
 WORKER = "spec.mpiReplicaSpecs[Worker]"

@@ -5,16 +5,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Action, Problem
-from policies.cluster import StaticClusterView
+from policies.interface import Action, Problem
+from policies.cluster_view import StaticClusterView
 from policies.engine import evaluate
-from policies.quantities import is_extended
-from policies.quota import MUST_SPECIFY, Quota, namespace_quotas, unstated, usage
-from policies.resources import ContainerResources
+from policies.kube.quantities import is_extended
+from policies.kube.quota import MUST_SPECIFY, Quota, namespace_quotas, unstated, usage
+from policies.kube.pod_resources import ContainerResources
 from policies.rules.resource_quota import ResourceQuota
-from policies.settings import Settings
-from tests.builders import context, mpijob
-from tests.kube_objects import (
+from policies.registry import default_settings
+from testing.builders import context, mpijob
+from testing.kube_objects import (
     RUNNING,
     SUCCEEDED,
     container_limits,
@@ -98,7 +98,7 @@ def test_a_suspended_job_is_warned_like_a_queued_one():
 
 
 def test_the_admin_may_deny_queued_jobs_too():
-    settings = Settings.defaults().with_rule("resource-quota", warn_when_queued=False)
+    settings = default_settings().with_rule("resource-quota", warn_when_queued=False)
     (finding,) = check(with_queue(gpu_job(workers=6)), view(gpu_quota()), settings=settings)
     assert finding.ceiling is Action.DENY
 
@@ -108,7 +108,7 @@ def test_a_worker_count_below_the_minimum_is_never_suggested():
     (finding,) = check(gpu_job(workers=4), view(gpu_quota(used=30)))
     assert "to fit now" not in finding.message
     assert "available 2" in finding.message
-    lowered = Settings.defaults().with_rule("worker-count", min=1)
+    lowered = default_settings().with_rule("worker-count", min=1)
     (finding,) = check(gpu_job(workers=4), view(gpu_quota(used=30)), settings=lowered)
     assert "reduce spec.mpiReplicaSpecs[Worker].replicas to 1 to fit now" in finding.message
 

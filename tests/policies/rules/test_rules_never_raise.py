@@ -7,14 +7,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from policies import messages
-from policies.base import Action, Finding, RuleContext
-from policies.registry import RULES
-from policies.shape import check_shape
-from policies.settings import Settings
-from tests.builders import context
+from policies.interface import Action, Finding, RuleContext
+from policies.registry import RULES, default_settings
+from policies.mpijob.crd_type_check import check_shape
+from testing.builders import context
 
 SPEC_RULES = [rule for rule in RULES if not rule.needs_cluster]
-SETTINGS = Settings.defaults()
+SETTINGS = default_settings()
 
 ints = st.integers(min_value=-(2**31), max_value=2**31)
 words = st.text(max_size=12)

@@ -2,10 +2,10 @@ import copy
 
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.run_policy import RunPolicy, RunPolicyParams
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 RULE = RunPolicy()
 
@@ -99,7 +99,7 @@ def test_managed_by_must_name_a_controller_that_runs_mpijobs(value):
 
 
 def test_admin_can_narrow_managed_by():
-    settings = Settings.defaults().with_rule("run-policy", managed_by=("kubeflow.org/mpi-operator",))
+    settings = default_settings().with_rule("run-policy", managed_by=("kubeflow.org/mpi-operator",))
     (finding,) = RULE.check(context(job_with(managedBy="kueue.x-k8s.io/multikueue"), settings=settings))
     assert 'supported values: "kubeflow.org/mpi-operator";' in finding.message
 

@@ -1,8 +1,9 @@
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.slots_per_worker import SlotsPerWorker
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 RULE = SlotsPerWorker()
 
@@ -24,8 +25,6 @@ def test_out_of_range_names_value_range_and_fix(slots, fix):
 
 
 def test_admin_range_is_honoured():
-    from policies.settings import Settings
-
-    settings = Settings.defaults().with_rule("slots-per-worker", max=2)
+    settings = default_settings().with_rule("slots-per-worker", max=2)
     (finding,) = RULE.check(context(mpijob(slots=4), settings=settings))
     assert "between 1 and 2" in finding.message

@@ -1,9 +1,9 @@
 import pytest
 
-from policies.base import Problem
+from policies.interface import Problem
 from policies.rules.worker_count import WorkerCount, WorkerCountParams
-from policies.settings import Settings
-from tests.builders import context, mpijob
+from policies.registry import default_settings
+from testing.builders import context, mpijob
 
 RULE = WorkerCount()
 PATH = "spec.mpiReplicaSpecs[Worker]"
@@ -66,7 +66,7 @@ def test_a_present_worker_spec_is_held_to_the_range_even_with_launcher_as_worker
     ({"min": 1}, 1, None),
 ], ids=["max-16", "min-4", "min-1"])
 def test_admin_range_is_honoured(bounds, workers, says):
-    settings = Settings.defaults().with_rule("worker-count", **bounds)
+    settings = default_settings().with_rule("worker-count", **bounds)
     findings = list(RULE.check(context(mpijob(workers=workers), settings=settings)))
     if says is None:
         assert findings == []

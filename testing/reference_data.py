@@ -1,0 +1,25 @@
+"""Where the recorded API-server requests and the upstream manifests are, and how to read them:
+for the tests and the benchmarks alike."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT.parent / "shared" / "reference"
+CAPTURED = REFERENCE / "captured"
+UPSTREAM = REFERENCE / "upstream"
+
+
+def load_yaml_documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def captured_reviews() -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted(CAPTURED.glob("*.json"))}
+
+
+def upstream_v2beta1_jobs() -> dict[str, dict]:
+    return {p.name: load_yaml_documents(p)[0] for p in sorted((UPSTREAM / "v2beta1").glob("*.yaml"))}
