@@ -24,8 +24,10 @@ try:
     from celpy import celtypes
     from celpy.adapter import json_to_cel
     from celpy.evaluation import CELEvalError, Evaluator
-except ImportError:  # pragma: no cover - the optional dependency is missing
-    celpy = None
+
+    AVAILABLE = True
+except ImportError:  # the optional dependency is missing
+    AVAILABLE = False
 
 STRING_TRAVERSAL_FACTOR = 0.1
 
@@ -42,11 +44,11 @@ class Meter:
 
 
 def available() -> bool:
-    return celpy is not None
+    return AVAILABLE
 
 
 def _require() -> None:
-    if celpy is None:
+    if not AVAILABLE:
         raise CelUnavailable()
 
 
@@ -169,11 +171,11 @@ def evaluate(expression: str, variables: Mapping[str, Any], meter: Meter | None 
 
 
 def is_bool(value: Any) -> bool:
-    return celpy is not None and isinstance(value, celtypes.BoolType)
+    return AVAILABLE and isinstance(value, celtypes.BoolType)
 
 
 def is_error(value: Any) -> bool:
-    return celpy is not None and isinstance(value, CELEvalError)
+    return AVAILABLE and isinstance(value, CELEvalError)
 
 
 def lazy_variables(declared: Mapping[str, str], context: Mapping[str, Any], meter: Meter) -> Any:

@@ -3,6 +3,8 @@ negative; every ``minResources`` quantity valid and not negative; ``managedBy`` 
 the admin allows, unchanged on UPDATE."""
 from __future__ import annotations
 
+from functools import partial
+
 from policies.vap import cel_text as cel
 from policies.vap.checks import Validation, by_message, line, param, quoted_choices, quoted_value, when
 
@@ -17,9 +19,8 @@ _FIX = "'; use one of them, or leave it unset for the default'"
 
 def validations() -> list[Validation]:
     found = [by_message("cleanPodPolicy", _clean_pod_policy)]
-    found += [by_message(name, lambda root, name=name: _count(root, (name,))) for name in COUNTS]
-    found += [by_message(name, lambda root, name=name: _count(root, ("schedulingPolicy", name)))
-              for name in SCHEDULING_COUNTS]
+    found += [by_message(name, partial(_count, fields=(name,))) for name in COUNTS]
+    found += [by_message(name, partial(_count, fields=("schedulingPolicy", name))) for name in SCHEDULING_COUNTS]
     return [*found, _min_resources(), by_message("managedBy", _managed_by), _managed_by_unchanged()]
 
 
