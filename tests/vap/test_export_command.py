@@ -133,3 +133,23 @@ def test_check_vap_without_cel_python_says_what_to_install(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "pip install 'mpijob-webhook[vap]'" in done.stderr
+
+
+def test_variables_read_only_variables_declared_before_them(capsys, tmp_path: Path) -> None:
+    """The API server resolves variables in order: one may read only those before it."""
+    import re
+
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(ACTIONS_POLICY)
+    _, out, _ = export(capsys, "--policy-file", str(policy_file))
+    for document in yaml.safe_load_all(out):
+        if document["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        declared: list[str] = []
+        for variable in document["spec"]["variables"]:
+            read = set(re.findall(r"variables\.(\w+)", variable["expression"]))
+            assert read <= set(declared), (document["metadata"]["name"], variable["name"], read - set(declared))
+            declared.append(variable["name"])
+        for validation in document["spec"]["validations"]:
+            read = set(re.findall(r"variables\.(\w+)", validation["expression"] + validation["messageExpression"]))
+            assert read <= set(declared)

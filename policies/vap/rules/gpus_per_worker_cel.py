@@ -108,7 +108,8 @@ def _same_containers(replica_type: str) -> str:
     old_containers, old_init = _lists(cel.OLD, replica_type)
 
     def resources(containers: str) -> str:
-        return f"{containers}.map(c, has(c.resources) ? c.resources : {{}})"
+        # [resources] or []: both branches lists, as the type checker wants them alike.
+        return f"{containers}.map(c, has(c.resources) ? [c.resources] : [])"
 
     def restart_policies(containers: str) -> str:
         return f"{containers}.map(c, has(c.restartPolicy) ? c.restartPolicy : '')"
