@@ -1,35 +1,62 @@
-"""``python3 -m bench run [--quick] [...]`` (see ``bench.run``) and
-``python3 -m bench profile /validate [...]`` (see ``bench.profile``) and
-``python3 -m bench overhead [...]`` (see ``bench.overhead``) and
-``python3 -m bench parts [...]`` (see ``bench.parts``) and
-``python3 -m bench instructions [...]`` (see ``bench.instructions``)."""
+"""One dispatcher for the benchmarks:
+
+    python3 -m bench run [--quick | --smoke] [...]          the load test against the floor, and the growth tables
+    python3 -m bench profile --mode MODE [...]              the in-process views, one MODE at a time:
+        calls          where one request's time goes: a call tree (see ``bench.profile``; the default)
+        overhead       CPU per request, ours vs the floor's app (see ``bench.overhead``)
+        parts          what each rule, mutation, input check and observer costs in a request (``bench.parts``)
+        instructions   instructions and cache misses per request under valgrind (``bench.instructions``)
+"""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
-USAGE = """usage: python3 -m bench run [--quick] [--json FILE] [...]   load test against the floor
-       python3 -m bench profile /validate [...]             where one request's time goes
-       python3 -m bench overhead [...]                      in-process CPU per request, ours vs the floor
-       python3 -m bench parts [...]                         what each rule, mutation and observer costs in a request
-       python3 -m bench instructions [...]                  instructions per request, ours vs the floor (valgrind)
+MODES = ("calls", "overhead", "parts", "instructions")
+USAGE = f"""usage: python3 -m bench run [--quick | --smoke] [--json FILE] [...]   load test against the floor, growth tables
+       python3 -m bench profile [--mode {{{','.join(MODES)}}}] [...]      in-process: where a request's time goes
 (add --help to either for the options)"""
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("run", "profile", "overhead", "parts", "instructions"):
-        print(USAGE, file=sys.stderr)
-        return 2
-    if argv[0] == "run":
-        from bench.run import main as command
-    elif argv[0] == "profile":
-        from bench.profile import main as command
-    elif argv[0] == "overhead":
-        from bench.overhead import main as command
-    elif argv[0] == "parts":
-        from bench.parts import main as command
+def _mode(argv: list[str]) -> tuple[str, list[str]]:
+    """The --mode of ``profile`` (default calls) and the arguments left for that mode."""
+    rest, mode = [], "calls"
+    iterator = iter(argv)
+    for arg in iterator:
+        if arg == "--mode":
+            mode = next(iterator, "")
+        elif arg.startswith("--mode="):
+            mode = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    return mode, rest
+
+
+def _command(mode: str) -> Callable[[list[str]], int]:
+    if mode == "calls":
+        from bench.profile import main
+    elif mode == "overhead":
+        from bench.overhead import main
+    elif mode == "parts":
+        from bench.parts import main
     else:
-        from bench.instructions import main as command
-    return command(argv[1:])
+        from bench.instructions import main
+    return main
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["run"]:
+        from bench.run import main as run
+
+        return run(argv[1:])
+    if argv[:1] == ["profile"]:
+        mode, rest = _mode(argv[1:])
+        if mode not in MODES:
+            print(f"python3 -m bench profile: --mode must be one of {', '.join(MODES)}, not {mode!r}", file=sys.stderr)
+            return 2
+        return _command(mode)(rest)
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """Instructions per request, counted by valgrind's callgrind: the same count for the same code
 whatever else the machine is doing, so a change of a few µs shows where timings drown in noise.
 
-    python3 -m bench instructions                       # /validate, /mutate, /convert: about 6 minutes
-    python3 -m bench instructions /validate --requests 300
+    python3 -m bench profile --mode instructions  # /validate, /mutate, /convert: about 6 minutes
+    python3 -m bench profile --mode instructions /validate --requests 300
 
 For each endpoint, the floor's app and ours (as ``serve`` builds it, with one benchmark
 namespace's cluster state) each answer the payloads in-process in two runs under callgrind: a
 warm-up, then N requests or none. The difference of the two runs' counts, divided by N, is what
 one request costs, with the start-up left out. Callgrind also simulates the first-level caches:
 their misses say how much of a request's time the instruction count alone does not show (in a
-request, each part costs more than in a loop of itself; docs/performance.md, fourth round).
+request, each part costs more than in a loop of itself; docs/performance.md, "Inside a request").
 Needs valgrind (Debian's package of that name).
 """
 from __future__ import annotations
@@ -105,7 +105,8 @@ def report(endpoint: str, per: Mapping[str, PerRequest]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench instructions", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode instructions", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}", help="default: all three")
     parser.add_argument("--requests", type=int, default=300, help="requests counted per run (default 300)")
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "ENDPOINT", "REQUESTS"), help=argparse.SUPPRESS)

@@ -25,7 +25,7 @@ from webhook.bootstrap import ServeOptions
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(FULL.namespaces), help="namespace counts to compare")
     parser.add_argument("--seconds", type=float, default=FULL.seconds, help="measured seconds per size")
     parser.add_argument("--rounds", type=int, default=3,

@@ -2,8 +2,8 @@
 audit log, metrics, the cluster state of one benchmark namespace) answer the same payloads through
 the same Flask test client, and the CPU time per request of each is measured back to back.
 
-    python3 -m bench overhead                  # /validate, /mutate and /convert, about 15 seconds
-    python3 -m bench overhead /mutate --payload large-job
+    python3 -m bench profile --mode overhead  # /validate, /mutate and /convert, about 15 seconds
+    python3 -m bench profile --mode overhead /mutate --payload large-job
 
 The HTTP server (gunicorn, TLS) and the test client cost the same for both and cancel out of the
 difference; the difference is our work. It is far steadier than a load test on a busy machine, so
@@ -66,7 +66,8 @@ def measure(endpoint: str, load: list[Payload], ours: Any, floor: Any, requests:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench overhead", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode overhead", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate,/convert}",
                         help="default: all three")
     parser.add_argument("--payload", help="one payload by name (default: the upstream examples / single-object reviews)")

@@ -1,8 +1,8 @@
 """What each part of the webhook costs where it runs: inside a request, after Flask, the
 envelope and the other rules have passed through the CPU's caches.
 
-    python3 -m bench parts                     # /validate and /mutate, about a minute
-    python3 -m bench parts /mutate --rounds 40
+    python3 -m bench profile --mode parts  # /validate and /mutate, about a minute
+    python3 -m bench profile --mode parts /mutate --rounds 40
 
 A part timed in a loop of itself costs a third to a half of what it costs inside a request (the
 loop keeps its code and data in the caches), so loop timings mislead about where a request's
@@ -44,6 +44,9 @@ def variants(endpoint: str) -> dict[str, Callable[[Any], Callable[[], None]]]:
             return lambda: setattr(owner, name, served)
         return switch_off
 
+    def other_than(item: Any) -> Callable[[Any], bool]:
+        return lambda candidate: candidate is not item
+
     def rules(keep: Callable[[Any], bool]) -> Callable[[Any], Callable[[], None]]:
         return swapped(lambda admission: admission, "rules", tuple(filter(keep, registry.RULES)))
 
@@ -64,7 +67,7 @@ def variants(endpoint: str) -> dict[str, Callable[[Any], Callable[[], None]]]:
     if endpoint == "/validate":
         found["the shape check"] = finding_nothing(engine, "check_shape", lambda job: [])
         for rule in registry.RULES:
-            found[f"rule {rule.id}"] = rules(lambda r, rule=rule: r is not rule)
+            found[f"rule {rule.id}"] = rules(other_than(rule))
         found["the cluster-aware rules together"] = rules(lambda r: not r.needs_cluster)
         found["the spec-only rules together"] = rules(lambda r: r.needs_cluster)
         found["every rule"] = rules(lambda r: False)
@@ -72,7 +75,7 @@ def variants(endpoint: str) -> dict[str, Callable[[Any], Callable[[], None]]]:
         found["the shape check of the fields mutations touch"] = finding_nothing(
             engine, "check_mutation_shape", lambda job, mutations: [])
         for mutation in registry.MUTATIONS:
-            found[f"mutation {mutation.id}"] = mutations(lambda m, mutation=mutation: m is not mutation)
+            found[f"mutation {mutation.id}"] = mutations(other_than(mutation))
         found["every mutation"] = mutations(lambda m: False)
     return found
 
@@ -122,7 +125,8 @@ def report(endpoint: str, medians: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench parts", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile --mode parts", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoints", nargs="*", metavar="{/validate,/mutate}", help="default: both")
     parser.add_argument("--requests", type=int, default=200, help="requests per client per round (default 200)")
     parser.add_argument("--rounds", type=int, default=31, help="rounds; the median counts (default 31)")

@@ -1,5 +1,5 @@
 """Request bodies as a Kubernetes API server sends them: AdmissionReviews and ConversionReviews
-built on envelopes recorded from a real API server (``shared/reference/captured``), around every
+built on envelopes recorded from a real API server (``tests/data/captured``), around every
 upstream example MPIJob, a large job, and the objects a watch cache converts.
 
 Each payload is encoded once, up front: the load generator only sends bytes.
@@ -56,7 +56,7 @@ def large_job(workers: int = 100, env: int = 50, volumes: int = 20) -> dict[str,
     job = mpijob("large-train", workers=workers, image="registry.example.com/ml/train:2.4.1",
                  worker_resources={"limits": {"nvidia.com/gpu": 1, "cpu": 8, "memory": "32Gi"},
                                    "requests": {"cpu": 8, "memory": "32Gi"}})
-    kinds = ({"emptyDir": {}}, {"configMap": {"name": "train-config"}}, {"secret": {"secretName": "train-secret"}},
+    kinds: tuple[dict[str, Any], ...] = ({"emptyDir": {}}, {"configMap": {"name": "train-config"}}, {"secret": {"secretName": "train-secret"}},
              {"persistentVolumeClaim": {"claimName": "datasets"}})
     for spec in job["spec"]["mpiReplicaSpecs"].values():
         pod = spec["template"]["spec"]

@@ -113,7 +113,8 @@ def chosen_endpoints(parser: argparse.ArgumentParser, given: Sequence[str], allo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench profile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m bench profile", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("endpoint", choices=("/validate", "/mutate", "/convert"))
     parser.add_argument("--payload", help="one payload by name (default: the upstream examples / single-object reviews)")
     parser.add_argument("--requests", type=int, default=2000)

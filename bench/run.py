@@ -33,6 +33,7 @@ from bench.payloads import Payload
 from bench.report import Comparison, Report, Stats, render
 from bench.servers import ServerProcess
 from certs import authority
+from policies import registry
 from webhook.bootstrap import ServeOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,8 @@ class Plan:
     layouts: tuple[tuple[int, int], ...]
     payloads_per_endpoint: int | None  # in the per-payload table; None: all
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
+    concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
+    at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
 
 
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
@@ -59,6 +62,10 @@ FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_count
 # Every table, with the fewest rows that keep each code path working.
 QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
              layouts=(), payloads_per_endpoint=1, pairs=2)
+# The test suite's: every table once, in seconds, with two servers of ours (the main one and the
+# one with no rules) and one cluster, whose size is the only namespaces row. The numbers mean nothing.
+SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, 14),
+             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True)
 
 
 def machine() -> dict[str, Any]:
@@ -154,7 +161,8 @@ class Bench:
         the API server answered meanwhile (when ``cluster`` is given)."""
         before = cluster.counts() if cluster else None
         result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
-                                          concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds)
+                                          concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds,
+                                          self.plan.at_least_one)
         api_reads = None
         if cluster and before:
             after = cluster.counts()
@@ -276,7 +284,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         }
         upstream = {endpoint: [p for p in load if p.name != "large-job"] for endpoint, (_, load) in loads.items()}
         for endpoint, (label, _) in loads.items() if "main" in tables else ():
-            for concurrency in CONCURRENCY:
+            for concurrency in plan.concurrency:
                 report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency))
 
         if "payloads" in tables:
@@ -302,6 +310,12 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             report.namespaces.append(namespace_row(bench, ours, cluster, main_load, namespaces, sync_seconds, watches))
 
         for count in plan.rule_counts if "rules" in tables else ():
+            if count >= len(registry.RULES):  # every rule: what the main server serves already
+                describe(ours, main_load)
+                stats = bench.measure(ours, main_load, 8, cluster)
+                report.rules.append({"label": str(count), "stats": asdict(stats)})
+                bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
+                continue
             before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
                 bench.settle(cluster, before)
@@ -366,8 +380,12 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: every table, tiny sizes, short windows")
+    parser = argparse.ArgumentParser(prog="python3 -m bench run", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="a quick run: every table, small sizes, short windows")
+    size.add_argument("--smoke", action="store_true", help="the test suite's: every table once, tiny sizes, "
+                                                           "windows of 0.05 s (the numbers mean nothing)")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "
                                                   "alternating order (default 3; quick 2)")
@@ -384,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
     parser.add_argument("--quiet", action="store_true", help="only the tables")
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
+    plan = SMOKE if args.smoke else QUICK if args.quick else FULL
     if args.seconds:
         plan = Plan(**{**asdict(plan), "seconds": args.seconds})
     if args.pairs is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 from cryptography import x509
@@ -10,18 +11,18 @@ from cryptography import x509
 EXPIRY_WARNING = dt.timedelta(days=15)
 
 
-def load_leaf_certificate(path: str | Path) -> x509.Certificate:
+def load_leaf_certificate(path: str | os.PathLike[str]) -> x509.Certificate:
     """The first certificate of a PEM file: the serving certificate of a tls.crt chain."""
     certificates = x509.load_pem_x509_certificates(Path(path).read_bytes())
     return certificates[0]
 
 
-def serving_cert_expiry(path: str | Path) -> dt.datetime:
+def serving_cert_expiry(path: str | os.PathLike[str]) -> dt.datetime:
     """When the serving certificate in ``path`` stops being valid (timezone-aware, UTC)."""
     return load_leaf_certificate(path).not_valid_after_utc
 
 
-def describe_serving_cert(path: str | Path, now: dt.datetime | None = None) -> str:
+def describe_serving_cert(path: str | os.PathLike[str], now: dt.datetime | None = None) -> str:
     certificate = load_leaf_certificate(path)
     now = now or dt.datetime.now(dt.timezone.utc)
     try:
@@ -36,7 +37,7 @@ def describe_serving_cert(path: str | Path, now: dt.datetime | None = None) -> s
             f"({_days(left)})")
 
 
-def expires_soon(path: str | Path, now: dt.datetime | None = None) -> bool:
+def expires_soon(path: str | os.PathLike[str], now: dt.datetime | None = None) -> bool:
     now = now or dt.datetime.now(dt.timezone.utc)
     return serving_cert_expiry(path) - now < EXPIRY_WARNING
 

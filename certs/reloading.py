@@ -50,7 +50,7 @@ class ReloadingServerContext:
     def __init__(self, cert_file: str | Path, key_file: str | Path, load: ContextLoader | None = None, *,
                  check_interval: float = DEFAULT_CHECK_INTERVAL,
                  log: logging.Logger | None = None,
-                 on_reload: Callable[[Path], None] | None = None,
+                 on_reload: Callable[[Path], object] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)

@@ -163,7 +163,7 @@ def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -
     freeze every older job — Kueue could no longer flip ``runPolicy.suspend`` to start it, nor
     a user edit anything else. Like the API server's own CRD validation ratcheting, only what
     the update changes must meet the current policy. A new or changed problem is enforced."""
-    if verdict.error is not None:
+    if verdict.error is not None or ctx.old_job is None:
         return verdict
     before = _evaluate(replace(ctx, job=ctx.old_job, old_job=None), rules)
     if before.error is not None:

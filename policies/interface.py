@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from policies.cluster_view import ClusterView
+    from policies.mutations.edits import WorkingCopy
     from policies.config.rule_settings import Settings
 
 _T = TypeVar("_T")
@@ -124,11 +125,23 @@ class RuleContext:
             return value
 
 
+# The members a rule or mutation declares are read-only properties here, not ClassVars: a rule
+# sets them as plain class attributes (``id = "worker-count"``), which satisfies a read-only
+# property but not a ClassVar, and a test's rule may set them per instance.
 class Rule(Protocol):
-    id: ClassVar[str]
-    Params: ClassVar[type]  # a frozen dataclass with defaults; the policy file fills it
-    default_action: ClassVar[Action]
-    needs_cluster: ClassVar[bool]  # skipped (and said so) when cluster state is unavailable
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def Params(self) -> type:  # noqa: N802 - a class: a frozen dataclass with defaults; the policy file fills it
+        ...
+
+    @property
+    def default_action(self) -> Action: ...
+
+    @property
+    def needs_cluster(self) -> bool:  # skipped (and said so) when cluster state is unavailable
+        ...
 
     def check(self, ctx: RuleContext) -> Iterable[Finding]: ...
 
@@ -144,13 +157,19 @@ class Mutated:
 
 
 class Mutation(Protocol):
-    id: ClassVar[str]
-    Params: ClassVar[type]
-    enabled_by_default: ClassVar[bool]
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def Params(self) -> type: ...  # noqa: N802 - a class, like a rule's
+
+    @property
+    def enabled_by_default(self) -> bool: ...
+
     # Optional ``fields``: the paths of the map keys it reads and writes, so /mutate type-checks
     # only those (policies.mutations.mutated_fields_check); without it the whole object is checked.
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+    def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         """Edit ``job``, the engine's ``WorkingCopy``: it shares every subtree with the request, so
         write only into maps ``job.writable(path)`` hands out (``set_value``, ``set_default``)."""
         ...

@@ -13,6 +13,7 @@ from policies.interface import Action, Finding, Mutated, Mutation, NoParams, Rul
 from policies.cluster_view import NO_CLUSTER, ClusterView
 from policies.config.layered_policy import Policy
 from policies.config.rule_settings import MutationConfig, RuleConfig, Settings
+from policies.mutations.edits import WorkingCopy
 from policies.registry import default_settings
 from webhook import create_app
 from webhook.admission import Admission, Decision
@@ -72,7 +73,7 @@ class ProbeRule:
     (and remembers the contexts), or raises it if it is an exception."""
 
     id: str
-    report: Callable[[RuleContext], Sequence[Finding]] | BaseException = ()
+    report: Callable[[RuleContext], Sequence[Finding]] | Sequence[Finding] | BaseException = ()
     default_action: Action = Action.DENY
     seen: list[RuleContext] = field(default_factory=list)
     Params: ClassVar[type] = NoParams
@@ -94,8 +95,10 @@ class ProbeMutation:
     Params: ClassVar[type] = NoParams
     enabled_by_default: ClassVar[bool] = True
 
-    def apply(self, job: dict[str, Any], ctx: RuleContext) -> Mutated:
+    def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         if self.error is not None:
             raise self.error
-        job.writable(("metadata", "labels"))["probe"] = "yes"
+        labels = job.writable(("metadata", "labels"))
+        assert labels is not None, "the probe is applied to jobs with a metadata map"
+        labels["probe"] = "yes"
         return Mutated(changed=True, warnings=("labelled",))

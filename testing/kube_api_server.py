@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -98,9 +98,10 @@ class KubeAPI:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # an IPv4 or IPv6 address, never bytes
         return f"http://{host}:{port}"
 
-    def start(self) -> KubeAPI:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="kube-api", daemon=True)
         self._thread.start()
@@ -117,7 +118,7 @@ class KubeAPI:
         if self._thread:
             self._thread.join(5)
 
-    def __enter__(self) -> KubeAPI:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -386,6 +387,7 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 return self._send(403, _status(403, "Forbidden", f'{collection.resource.plural} is forbidden: User '
                                                                  f'"system:serviceaccount:mpijob-webhook:mpijob-webhook" '
                                                                  f'cannot list resource "{collection.resource.plural}"'))
+            assert parsed is not None  # a collection was found in it
             namespace = parsed[2] if collection.resource.namespaced else None
             if watching:
                 return self._stream(collection, namespace, query)

@@ -1,5 +1,6 @@
 """Where the recorded API-server requests and the upstream manifests are, and how to read them:
-for the tests and the benchmarks alike."""
+for the tests and the benchmarks alike. They are in the repository itself (tests/data/README.md
+says where each group comes from), so a plain clone tests and benchmarks with nothing beside it."""
 from __future__ import annotations
 
 import json
@@ -8,9 +9,10 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT.parent / "shared" / "reference"
-CAPTURED = REFERENCE / "captured"
-UPSTREAM = REFERENCE / "upstream"
+DATA = ROOT / "tests" / "data"
+CAPTURED = DATA / "captured"
+UPSTREAM = DATA / "upstream"
+TRAINER = DATA / "trainer"
 
 
 def load_yaml_documents(path: Path) -> list[dict]:

@@ -3,14 +3,17 @@ CA the only trust anchor, reviews posted over HTTPS the way the API server posts
 from __future__ import annotations
 
 import copy
+import http.client
 import json
 import os
 import re
 import select
+import shlex
 import signal
 import socket
 import ssl
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from testing.builders import admission_review, mpijob
 from tests.conftest import ROOT, captured_reviews
 from testing.tls_server import TlsServer, serving
 from webhook import create_app
+from webhook.commands.serve import SAMPLE_REVIEW, sample_curl
 from webhook.review import MAX_BODY_BYTES, TOO_LARGE
 
 RECORDED = captured_reviews()
@@ -63,6 +67,31 @@ def test_the_printed_ca_is_what_verifies_the_server(served: TlsServer):
             with served.ssl_context().wrap_socket(raw, server_hostname=name) as tls:
                 assert tls.version() in ("TLSv1.2", "TLSv1.3")
                 assert tls.getpeercert()["subject"] == ((("commonName", "localhost"),),)
+
+
+def test_the_printed_curl_line_works_from_any_directory(served: TlsServer):
+    """The line to paste names its files by absolute path; sent as curl would send it, the sample
+    review is admitted."""
+    output = served.output().splitlines()
+    curl = output[output.index("send it the sample review (from any directory):") + 1]
+    assert curl == sample_curl(served.ca_file.resolve(), SAMPLE_REVIEW, served.port)
+    words = shlex.split(curl)
+    ca = Path(words[words.index("--cacert") + 1])
+    sample = Path(words[words.index("--data") + 1].removeprefix("@"))
+    headers = dict([words[words.index("-H") + 1].split(": ", 1)])
+    url = urllib.parse.urlsplit(words[-1])
+    assert ca.is_absolute() and sample.is_absolute() and sample == ROOT.resolve() / "examples" / "review-pi.json"
+    assert (url.scheme, url.hostname, url.port, url.path) == ("https", "localhost", served.port, "/validate")
+    connection = http.client.HTTPSConnection(url.hostname, url.port, timeout=10,
+                                             context=ssl.create_default_context(cafile=str(ca)))
+    try:
+        connection.request("POST", url.path, body=sample.read_bytes(), headers=headers)
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        connection.close()
+    assert (response.status, answer["response"]["uid"], answer["response"]["allowed"]) == (
+        200, EXAMPLE["request"]["uid"], True)
 
 
 def test_the_example_create_is_allowed_exactly_as_in_process(served: TlsServer):
@@ -202,7 +231,10 @@ def test_serve_stops_cleanly_with_its_workers(tmp_path: Path):
         review = copy.deepcopy(EXAMPLE)
         assert post(server, "/mutate", review)["response"]["allowed"] is True
         workers = booted_workers(server, 2)
-    assert server.process.returncode == 0
+        dev_dir = server.ca_file.parent  # the throwaway CA, serving certificate and private key
+        assert dev_dir.name.startswith("mpijob-webhook-dev-") and (dev_dir / "tls.key").is_file()
+    assert server.process.returncode == 0  # stopped by SIGTERM
+    assert not dev_dir.exists()
     assert "Shutting down: Master" in server.output()
     assert "Traceback" not in server.output()
     assert not any(pid_alive(pid) for pid in workers)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 
 from tests.conftest import ROOT
 from webhook.bootstrap import ServeOptions
 from webhook.cli import build_parser
+from webhook.commands.serve import SAMPLE_REVIEW, sample_curl
 
 README = (ROOT / "README.md").read_text()
 QUICKSTART = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
@@ -21,10 +24,16 @@ def bash_blocks(text: str) -> list[str]:
     return re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
 
 
-def test_quickstart_is_exactly_two_commands():
+def test_quickstart_is_exactly_two_commands_each_in_the_checkouts_venv():
     install_and_serve, install_and_test = commands(bash_blocks(QUICKSTART)[0])
-    assert install_and_serve == "python3 -m pip install -e . && python3 -m webhook serve --dev"
-    assert install_and_test == "python3 -m pip install -e '.[test]' && python3 -m pytest"
+    assert install_and_serve == (
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/python -m webhook serve --dev")
+    assert install_and_test == (
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest")
+
+
+def test_quickstart_names_its_one_prerequisite():
+    assert "Python 3.11 or newer with `venv`" in QUICKSTART and "python3-venv" in QUICKSTART
 
 
 def test_ci_runs_the_readmes_test_command():
@@ -33,13 +42,15 @@ def test_ci_runs_the_readmes_test_command():
     assert "set -euo pipefail" in ci and "export HYPOTHESIS_PROFILE=ci" in ci
 
 
-def test_curl_example_names_what_serve_dev_makes():
-    curl = " ".join(part.strip(" \\") for part in bash_blocks(QUICKSTART)[1].splitlines())
-    ca, sample, url = re.fullmatch(
-        r"curl --cacert (\S+) -H 'Content-Type: application/json' --data @(\S+) (\S+)", curl.strip()).groups()
-    assert re.fullmatch(r"/tmp/mpijob-webhook-dev-X+/ca\.crt", ca)  # serve --dev: tempfile.mkdtemp(prefix=…)
-    assert url == f"https://localhost:{ServeOptions.port}/validate"
-    review = json.loads((ROOT / sample).read_text())
+def test_curl_example_is_the_line_serve_dev_prints():
+    [curl] = commands(bash_blocks(QUICKSTART)[1])
+    words = shlex.split(curl)
+    ca, sample = Path(words[words.index("--cacert") + 1]), Path(words[words.index("--data") + 1].removeprefix("@"))
+    # serve --dev: tempfile.mkdtemp(prefix=…) in /tmp; the sample review of the checkout
+    assert re.fullmatch(r"/tmp/mpijob-webhook-dev-\w{8}/ca\.crt", str(ca))
+    assert sample.is_absolute() and sample.parts[-2:] == SAMPLE_REVIEW.parts[-2:]
+    assert curl == sample_curl(ca, sample, ServeOptions.port)
+    review = json.loads(SAMPLE_REVIEW.read_text())
     assert review["kind"] == "AdmissionReview" and review["request"]["uid"]
 
 

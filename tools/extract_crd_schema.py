@@ -3,7 +3,7 @@
 The CRD's openAPIV3Schema is ~670 KB, mostly descriptions. The shape rule only needs the
 structural keywords, so this keeps those and drops the prose.
 
-    python tools/extract_crd_schema.py ../shared/reference/upstream/crd/mpijobs-v2beta1.yaml
+    python tools/extract_crd_schema.py tests/data/upstream/crd/mpijobs-v2beta1.yaml
 """
 import json
 import sys

@@ -17,6 +17,7 @@ from policies.config.layered_policy import Policy
 from policies.config.rule_settings import Settings
 from policies.mpijob.pruning_defaulting import as_admitted
 from webhook import responses
+from webhook.responses import AdmissionReviewAnswer
 from webhook.conversion_review import hub_converter
 from webhook.review import AdmissionRequest
 
@@ -54,10 +55,10 @@ class Admission:
     mutations: Sequence[Mutation] | None = None  # None: every mutation of policies.registry
 
     # --- validating -------------------------------------------------------------------------
-    def validate(self, req: AdmissionRequest) -> dict[str, Any]:
+    def validate(self, req: AdmissionRequest) -> AdmissionReviewAnswer:
         return self._decide("validate", req, self._validate)
 
-    def _validate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+    def _validate(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
         passed = self._pass_through(req, "validate")
         if passed:
             return passed
@@ -75,10 +76,10 @@ class Admission:
         return responses.from_verdict(req, verdict, extra_warnings=self._conversion_warnings(req)), decision
 
     # --- mutating ---------------------------------------------------------------------------
-    def mutate(self, req: AdmissionRequest) -> dict[str, Any]:
+    def mutate(self, req: AdmissionRequest) -> AdmissionReviewAnswer:
         return self._decide("mutate", req, self._mutate)
 
-    def _mutate(self, req: AdmissionRequest) -> tuple[dict[str, Any], Decision]:
+    def _mutate(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
         passed = self._pass_through(req, "mutate")
         if passed:
             return passed
@@ -109,7 +110,7 @@ class Admission:
 
     # --- shared -----------------------------------------------------------------------------
     def _decide(self, endpoint: str, req: AdmissionRequest,
-                decide: Callable[[AdmissionRequest], tuple[dict[str, Any], Decision]]) -> dict[str, Any]:
+                decide: Callable[[AdmissionRequest], tuple[AdmissionReviewAnswer, Decision]]) -> AdmissionReviewAnswer:
         """The response to ``req``; its decision, timed, goes to the observers. Whatever fails
         while deciding (policy lookup, cluster view, conversion, patch) refuses the request: an
         error never turns into a silent allow. An observer failing changes nothing."""
@@ -130,7 +131,7 @@ class Admission:
                 log.exception("decision observer failed")
         return response
 
-    def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[dict[str, Any], Decision] | None:
+    def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
         if not req.is_mpijob:
             log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",
                         endpoint, req.group, req.version, req.kind)
@@ -140,7 +141,7 @@ class Admission:
         return None
 
     def _allow(self, req: AdmissionRequest, endpoint: str, reason: str,
-               warnings: list[str] | None = None) -> tuple[dict[str, Any], Decision]:
+               warnings: list[str] | None = None) -> tuple[AdmissionReviewAnswer, Decision]:
         return responses.allow(req, warnings=warnings or ()), Decision(endpoint, req, True, reason)
 
     def _hub_object(self, obj: Any, req: AdmissionRequest) -> Any:

@@ -118,6 +118,11 @@ class AuditLog:
     """An ``Admission`` observer writing ``line(decision)`` to ``stream`` (default: whatever
     ``sys.stdout`` is when the decision is made), buffered as the module docstring says."""
 
+    _target: Any  # the stream the pending lines go to
+    _lines: list[str]
+    _chars: int
+    _earlier: list[tuple[TextIO, list[str]]]  # lines for a stream replaced since
+
     def __init__(self, stream: TextIO | None = None, clock: Callable[[], datetime] | None = None) -> None:
         self._stream = stream
         self._clock = clock
@@ -155,10 +160,10 @@ class AuditLog:
         """Start empty (also in a forked child: what was pending belongs to the parent)."""
         self._lock = threading.Lock()  # the pending lines
         self._write_lock = threading.Lock()
-        self._target: Any = None  # the stream the pending lines go to
-        self._lines: list[str] = []
+        self._target = None  # the stream the pending lines go to
+        self._lines = []
         self._chars = 0
-        self._earlier: list[tuple[TextIO, list[str]]] = []  # lines for a stream replaced since
+        self._earlier = []  # lines for a stream replaced since
 
 
 _logs: weakref.WeakSet[AuditLog] = weakref.WeakSet()

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from policies.conversion import (
     DEFAULT_OPTIONS,
@@ -29,8 +29,26 @@ from webhook.review import BadReview, review_envelope
 log = logging.getLogger(__name__)
 
 CONVERSION_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")
-SUCCESS = "Success"
-FAILED = "Failed"
+SUCCESS: Final = "Success"
+FAILED: Final = "Failed"
+
+
+# The shape of the answer, as ConversionRequest is of the request.
+class ConversionResult(TypedDict):
+    status: Literal["Success", "Failed"]
+    message: NotRequired[str]
+
+
+class ConversionResponse(TypedDict):
+    uid: str
+    convertedObjects: list[dict[str, Any]]
+    result: ConversionResult
+
+
+class ConversionReviewAnswer(TypedDict):
+    apiVersion: str  # the request's: apiextensions.k8s.io/v1 or v1beta1
+    kind: Literal["ConversionReview"]
+    response: ConversionResponse
 
 # (from apiVersion, to apiVersion, "success" | "failed") for every object: the metrics hook.
 ConversionObserver = Callable[[str, str, str], None]
@@ -55,7 +73,8 @@ def parse_conversion_review(doc: Any) -> ConversionRequest:
 def _failure(index: int, obj: Any, error: str) -> str:
     """Which object failed, as precisely as the object allows."""
     if isinstance(obj, Mapping):
-        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        found = obj.get("metadata")
+        metadata = found if isinstance(found, Mapping) else {}
         name = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name")) if p)
         if name:
             return f"objects[{index}] ({obj.get('apiVersion')} {obj.get('kind')} {name}): {error}"
@@ -69,7 +88,7 @@ class ConversionWebhook:
     options: ConversionOptions = DEFAULT_OPTIONS
     observers: list[ConversionObserver] = field(default_factory=list)
 
-    def review(self, req: ConversionRequest) -> dict[str, Any]:
+    def review(self, req: ConversionRequest) -> ConversionReviewAnswer:
         started = time.perf_counter()
         response = self._respond(req)
         elapsed = time.perf_counter() - started
@@ -78,12 +97,12 @@ class ConversionWebhook:
                         response["result"]["message"])
         return {"apiVersion": req.api_version, "kind": "ConversionReview", "response": response}
 
-    def _respond(self, req: ConversionRequest) -> dict[str, Any]:
+    def _respond(self, req: ConversionRequest) -> ConversionResponse:
         try:
             desired = check_desired(req.desired)
         except ConversionError as exc:
             return self._failed(req, str(exc))
-        converted = []
+        converted: list[dict[str, Any]] = []
         for index, obj in enumerate(req.objects):
             try:
                 converted.append(convert(obj, desired, self.options).obj)
@@ -98,7 +117,7 @@ class ConversionWebhook:
         return {"uid": req.uid, "convertedObjects": converted, "result": {"status": SUCCESS}}
 
     @staticmethod
-    def _failed(req: ConversionRequest, message: str) -> dict[str, Any]:
+    def _failed(req: ConversionRequest, message: str) -> ConversionResponse:
         return {"uid": req.uid, "convertedObjects": [], "result": {"status": FAILED, "message": message}}
 
     def _observe(self, obj: Any, desired: str, result: str) -> None:

@@ -219,8 +219,8 @@ def flush() -> None:
             observed.add(seconds)
             for outcome in outcomes:
                 # The Action itself, not the slower .value: it is a str, labelled as its value.
-                key = (outcome.finding.rule, outcome.action, flag)
-                findings[key] = findings.get(key, 0) + 1
+                finding = (outcome.finding.rule, outcome.action, flag)
+                findings[finding] = findings.get(finding, 0) + 1
             for mutation_id in applied:
                 mutations[mutation_id] = mutations.get(mutation_id, 0) + 1
         counted: dict[tuple[str, tuple[str, ...]], int] = {}

@@ -32,8 +32,19 @@ from webhook.runtime import default_runtime
 REPORT_API_VERSION = "mpijob-webhook/v1"
 CHECK_USER = "mpijob-webhook-check"
 NO_CLUSTER_STATE = "no --cluster-state given"
-# Cluster objects the cluster-aware rules read, by kind.
-CLUSTER_KINDS = ("ResourceQuota", "LimitRange", "Node", "Namespace", "LocalQueue", "MPIJob")
+# Cluster objects the cluster-aware rules and the policy read: (kind, the resource ``kubectl get``
+# names it by, what it is read for).
+CLUSTER_STATE = (
+    ("ResourceQuota", "resourcequotas", "quota hard limits and what is left, per namespace"),
+    ("LimitRange", "limitranges", "container defaults and maximums (GPUs per pod too), per namespace"),
+    ("Node", "nodes", "whether each pod fits on some node: allocatable resources, labels, taints"),
+    ("Namespace", "namespaces", "namespace labels, which select the policy's per-namespace overrides"),
+    ("LocalQueue", "localqueues.kueue.x-k8s.io", "Kueue's queues: whether a job's queue exists (any one: Kueue "
+                                                 "is installed)"),
+    ("MPIJob", "mpijobs.v2beta1.kubeflow.org", "the namespace's other MPIJobs: quota they claim before all their "
+                                               "pods exist (in flight)"),
+)
+CLUSTER_KINDS = tuple(kind for kind, _, _ in CLUSTER_STATE)
 
 
 class BadInput(Exception):
@@ -97,7 +108,8 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
     nodes: list[Any] = []
     for source, index, obj in objects:
         kind = obj["kind"]
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        metadata = obj.get("metadata")
+        meta = metadata if isinstance(metadata, Mapping) else {}
         namespace = meta.get("namespace") or default_namespace
         if kind == "ResourceQuota":
             quotas.setdefault(namespace, []).append(obj)
@@ -144,7 +156,8 @@ class Checker:
 
     def check(self, obj: Mapping[str, Any], source: str, index: int) -> dict[str, Any]:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        metadata = obj.get("metadata")
+        meta = metadata if isinstance(metadata, Mapping) else {}
         result: dict[str, Any] = {
             "source": source, "document": index, "apiVersion": obj["apiVersion"], "kind": obj["kind"],
             "namespace": meta.get("namespace") or self.namespace,
@@ -159,7 +172,7 @@ class Checker:
             pruned = [{"path": p.path, "message": p.message, "suggestion": p.suggestion} for p in removed]
         return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
 
-    def _admit(self, obj: dict[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
+    def _admit(self, obj: Mapping[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
         mutating = self._call("mutate", obj, group, version, namespace)
         mutation = mutating[1].mutation
         patch: list[dict[str, Any]] = []
@@ -180,9 +193,9 @@ class Checker:
         warnings = [*mutating[0].get("warnings", []), *validating[0].get("warnings", [])]
         return _outcome(validating, findings, list(verdict.skipped) if verdict else [], warnings, mutations)
 
-    def _call(self, endpoint: str, obj: dict[str, Any], group: str, version: str,
+    def _call(self, endpoint: str, obj: Mapping[str, Any], group: str, version: str,
               namespace: str) -> tuple[dict[str, Any], Decision]:
-        review = {
+        review: dict[str, Any] = {
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
                 "uid": f"check-{endpoint}", "operation": "CREATE", "namespace": namespace,
@@ -199,7 +212,7 @@ class Checker:
         return answer["response"], self._decisions[-1]
 
 
-def _stable(patch: list[dict[str, Any]], original: dict[str, Any], result: dict[str, Any]) -> list[dict[str, Any]]:
+def _stable(patch: list[dict[str, Any]], original: Mapping[str, Any], result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The patch ordered by path, when that order gives the same result: the order of
     independent operations follows Python's hash seed, and CI diffs reports across runs."""
     ordered = sorted(patch, key=lambda op: op["path"])

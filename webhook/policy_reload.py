@@ -31,6 +31,7 @@ from pathlib import Path
 from policies.config import PolicyError, PolicyProblem
 from policies.config.reader import default_policy, parse_policy
 from policies.config.layered_policy import DEFAULT_WEBHOOK_NAMESPACE, Policy
+from webhook.input_files import UnreadablePolicyFile, missing
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,7 @@ def read_policy(path: Path, namespace: str | None = None) -> tuple[Policy, str]:
 
 
 def _unreadable(path: Path, exc: OSError) -> PolicyError:
-    reason = "does not exist" if isinstance(exc, FileNotFoundError) else f"cannot be read: {exc.strerror or exc}"
-    return PolicyError([PolicyProblem("", reason)], str(path))
+    return UnreadablePolicyFile(path, exc)
 
 
 def _parse(data: bytes, path: Path, namespace: str | None) -> tuple[Policy, str]:
@@ -128,7 +128,7 @@ class PolicySource:
         self._loaded: _Loaded | None = _Loaded(fallback, None, clock()) if fallback is not None else None
         self.refresh()
         if self._loaded is None:
-            raise self._refusal or PolicyError([PolicyProblem("", "does not exist")], str(self.path))
+            raise self._refusal or UnreadablePolicyFile(self.path, missing(self.path))
 
     @classmethod
     def for_serving(cls, path: Path, check_seconds: float = DEFAULT_CHECK_SECONDS) -> PolicySource:

@@ -5,7 +5,7 @@ import base64
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from policies import messages
 from policies.interface import Action, Finding
@@ -25,11 +25,57 @@ _FIRED_BY = {Action.DENY: "denied-by", Action.WARN: "warned-by", Action.AUDIT: "
 _OWN_AUDIT_KEYS = frozenset([*_FIRED_BY.values(), "skipped-rules", "mutated-by"])
 
 
-def review(api_version: str, response: Mapping[str, Any]) -> dict[str, Any]:
-    return _review(api_version, dict(response))
+# --- the shapes of what goes out, as the requests' dataclasses are of what comes in ---------
+class StatusDetails(TypedDict):
+    name: str
+    group: str
+    kind: str
+    causes: list[dict[str, str]]  # reason, message, field: policies.messages.cause
 
 
-def _review(api_version: str, response: dict[str, Any]) -> dict[str, Any]:
+class Status(TypedDict):
+    """The metav1.Status of a refused admission request (``response.status``)."""
+
+    status: Literal["Failure"]
+    code: int
+    reason: str
+    message: str
+    details: NotRequired[StatusDetails]
+
+
+class StatusBody(TypedDict):
+    """A metav1.Status on its own: the body of a 4xx or 500 that is not an AdmissionReview."""
+
+    kind: Literal["Status"]
+    apiVersion: Literal["v1"]
+    status: Literal["Failure"]
+    code: int
+    reason: str
+    message: str
+    details: NotRequired[dict[str, Any]]  # e.g. retryAfterSeconds
+
+
+class AdmissionResponse(TypedDict):
+    uid: str
+    allowed: bool
+    patchType: NotRequired[Literal["JSONPatch"]]
+    patch: NotRequired[str]  # base64 of the JSON Patch
+    status: NotRequired[Status]
+    warnings: NotRequired[list[str]]
+    auditAnnotations: NotRequired[dict[str, str]]
+
+
+class AdmissionReviewAnswer(TypedDict):
+    apiVersion: str  # the request's: admission.k8s.io/v1 or v1beta1
+    kind: Literal["AdmissionReview"]
+    response: AdmissionResponse
+
+
+def review(api_version: str, response: AdmissionResponse) -> AdmissionReviewAnswer:
+    return _review(api_version, AdmissionResponse(**response))
+
+
+def _review(api_version: str, response: AdmissionResponse) -> AdmissionReviewAnswer:
     """``review`` for a response dict built here, which needs no copy."""
     return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
 
@@ -40,8 +86,8 @@ def allow(
     warnings: Iterable[str] = (),
     audit: Mapping[str, str] | None = None,
     patch: Sequence[Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    response: dict[str, Any] = {"uid": req.uid, "allowed": True}
+) -> AdmissionReviewAnswer:
+    response: AdmissionResponse = {"uid": req.uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(_COMPACT.encode(list(patch)).encode()).decode()
@@ -54,10 +100,10 @@ def deny(
     code: int,
     reason: str,
     message: str,
-    details: Mapping[str, Any] | None = None,
+    details: StatusDetails | None = None,
     warnings: Iterable[str] = (),
     audit: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> AdmissionReviewAnswer:
     return _denial(req.api_version, req.uid, _status(code, reason, message, details), warnings, audit)
 
 
@@ -68,7 +114,7 @@ def failed(
     *,
     warnings: Iterable[str] = (),
     audit: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> AdmissionReviewAnswer:
     """Deciding failed: the request is refused, never let through unchecked (Kyverno
     CVE-2025-46342). HTTP 200 with code 500 in the body, so the API server refuses it whatever
     the webhook's failurePolicy, and shows the message."""
@@ -81,20 +127,21 @@ def unchecked_message(error: str, *, mutating: bool = False) -> str:
             "retry, and tell the cluster administrator if it persists")
 
 
-def _status(code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    status: dict[str, Any] = {"status": "Failure", "code": code, "reason": reason, "message": message}
+def _status(code: int, reason: str, message: str, details: StatusDetails | None = None) -> Status:
+    status: Status = {"status": "Failure", "code": code, "reason": reason, "message": message}
     if details:
-        status["details"] = dict(details)
+        status["details"] = StatusDetails(**details)
     return status
 
 
-def _denial(api_version: str, uid: str, status: Mapping[str, Any], warnings: Iterable[str],
-            audit: Mapping[str, str] | None) -> dict[str, Any]:
-    response = {"uid": uid, "allowed": False, "status": dict(status)}
+def _denial(api_version: str, uid: str, status: Status, warnings: Iterable[str],
+            audit: Mapping[str, str] | None) -> AdmissionReviewAnswer:
+    response: AdmissionResponse = {"uid": uid, "allowed": False, "status": Status(**status)}
     return _review(api_version, _decorate(response, warnings, audit))
 
 
-def from_verdict(req: AdmissionRequest, verdict: Verdict, *, extra_warnings: Iterable[str] = ()) -> dict[str, Any]:
+def from_verdict(req: AdmissionRequest, verdict: Verdict, *,
+                 extra_warnings: Iterable[str] = ()) -> AdmissionReviewAnswer:
     warnings = [*extra_warnings, *map(messages.line, verdict.warnings)]
     audit = audit_annotations(verdict)
     if verdict.error is not None:
@@ -111,12 +158,12 @@ def deny_findings(
     policy: bool = False,
     warnings: Iterable[str] = (),
     audit: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> AdmissionReviewAnswer:
     """Field-value problems: 422 Invalid with causes, so kubectl prints them like native
     validation errors. Any policy problem (quota, node fit): 403 Forbidden, like quota admission."""
     name = req.name or "(unnamed)"
     lines = "\n".join(messages.line(f) for f in findings)
-    details = {"name": name, "group": req.group or "kubeflow.org", "kind": req.kind or "MPIJob",
+    details: StatusDetails = {"name": name, "group": req.group or "kubeflow.org", "kind": req.kind or "MPIJob",
                "causes": [messages.cause(f) for f in findings]}
     if policy:
         return deny(req, code=403, reason="Forbidden", message=f'{req.kind or "MPIJob"} "{name}" is forbidden: {lines}',
@@ -127,7 +174,7 @@ def deny_findings(
 
 def audit_annotations(verdict: Verdict) -> dict[str, str]:
     """Keys become ``<webhook name>/<key>`` on the API server, so they must be plain names."""
-    fired: dict[str, dict[str, None]] = {}  # rule ids by action, each once, in order of firing
+    fired: dict[Action, dict[str, None]] = {}  # rule ids by action, each once, in order of firing
     for outcome in verdict.outcomes:
         rules = fired.get(outcome.action)
         if rules is None:
@@ -181,7 +228,8 @@ def _printable(text: str) -> bool:
     return text.isprintable()
 
 
-def _decorate(response: dict[str, Any], warnings: Iterable[str], audit: Mapping[str, str] | None) -> dict[str, Any]:
+def _decorate(response: AdmissionResponse, warnings: Iterable[str],
+              audit: Mapping[str, str] | None) -> AdmissionResponse:
     limited = limit_warnings(warnings)
     if limited:
         response["warnings"] = limited

@@ -12,6 +12,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 from webhook import metrics, responses
 from webhook.conversion_review import parse_conversion_review
 from webhook.review import TOO_LARGE, BadReview, identify, parse_admission_review, read_body, read_json
+from webhook.responses import StatusBody
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def _json(payload: Any, status: int = 200) -> Response:
     return Response(_ENCODER.encode(payload), status, content_type="application/json")
 
 
-def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+def status_body(code: int, reason: str, message: str) -> StatusBody:
     """A metav1.Status, so any 4xx we return still reads well in the API server's logs."""
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
 

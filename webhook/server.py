@@ -49,7 +49,7 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
     }
 
 
-class WebhookServer(BaseApplication):  # type: ignore[misc]
+class WebhookServer(BaseApplication):
     def __init__(self, app_factory: Callable[[], Flask], options: dict[str, Any]) -> None:
         self._factory = app_factory
         self._options = options
@@ -59,7 +59,8 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]
         for key, value in self._options.items():
             self.cfg.set(key, value)
 
-    def load(self) -> Flask:
+    # gunicorn's stubs type a WSGI environ as a MutableMapping, Flask (and PEP 3333) as a dict.
+    def load(self) -> Flask:  # type: ignore[override]
         app = self._factory()
         # Everything loaded so far (modules, the app) lives as long as the worker: left out of
         # the garbage collector's full collections, which would otherwise walk it all again and

@@ -1,4 +1,6 @@
-"""The policy file: YAML in, ``Policy`` out, and the JSON Schema that describes it.
+"""The policy file as a whole: the document, its cluster-wide layer and its overrides, read into a
+``Policy`` (the YAML, the parameters, the selectors and the JSON Schema each have a module of
+their own in this package).
 
 Nothing here is written by hand per rule. The accepted rule and mutation ids, their
 parameters, the parameters' types and defaults all come from the registry (each rule's

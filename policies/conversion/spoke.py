@@ -6,10 +6,10 @@ A version module derives its form from the hub (``down``) and the hub form from 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
-from typing import Any
+from typing import Any, Protocol
 
 from policies.conversion import stash
 from policies.conversion.notes import PROBLEMS_ANNOTATION, Note, record
@@ -41,7 +41,10 @@ def ssh_advisory(api_version: str) -> str:
             "launchers use SSH: the worker image must run sshd (e.g. command /usr/sbin/sshd -De) with the SSH "
             "and MPI set-up of the mpi-operator v2 images")
 
-Derive = Callable[[Mapping[str, Any], ConversionOptions], stash.Derived]
+class Derive(Protocol):
+    """``up`` or ``down`` of a version module: the other form of ``obj``."""
+
+    def __call__(self, obj: Mapping[str, Any], options: ConversionOptions) -> stash.Derived: ...
 
 
 @dataclass(frozen=True)

@@ -252,7 +252,7 @@ def without_stash(obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], dict[str, 
     """The object with no stash annotation (metadata copied only if it had one), and the stash."""
     metadata = obj.get("metadata")
     annotations = metadata.get("annotations") if is_mapping(metadata) else None
-    if not is_mapping(annotations) or STASH_ANNOTATION not in annotations:
+    if not is_mapping(metadata) or not is_mapping(annotations) or STASH_ANNOTATION not in annotations:
         return obj, {}
     stash = read(annotations)
     rest = {k: v for k, v in annotations.items() if k != STASH_ANNOTATION}

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, TypeGuard
 
 Path = tuple[str | int, ...]
 
@@ -28,7 +28,7 @@ ABSENT: Any = _Absent()
 _NOT_MAPPINGS = frozenset({str, int, float, bool, type(None), list})
 
 
-def is_mapping(value: Any) -> bool:
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, without the ABC machinery for the dicts, lists and scalars
     that decoded JSON is made of (the converters ask this for every node they look at)."""
     return isinstance(value, dict) or (type(value) not in _NOT_MAPPINGS and isinstance(value, Mapping))

@@ -225,7 +225,7 @@ _EXACT: dict[str, frozenset[type]] = {
     "number": frozenset({int, float, _NONE}),
     "boolean": frozenset({bool, _NONE}),
 }
-_INT_OR_STRING = frozenset({str, int, _NONE})
+_INT_OR_STRING: frozenset[type] = frozenset({str, int, _NONE})
 
 
 class _Node(NamedTuple):
@@ -288,7 +288,8 @@ def _object_check(properties: dict[str, _Node], other: _Node | None, required: t
     # Two lookups by key, not one of a pair to unpack: most values pass on their exact type.
     exact_of = {key: node.exact for key, node in properties.items()}
     check_of = {key: node.check for key, node in properties.items()}
-    other_exact, other_check = other if other is not None else (None, None)
+    # Without a schema for other keys, other_exact is None and other_check is never called.
+    other_exact, other_check = other if other is not None else (None, _anything)
 
     def check(value: Any) -> bool:
         if type(value) is not dict:

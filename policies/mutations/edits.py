@@ -130,13 +130,14 @@ def _reach(node: dict[str, Any], path: Path) -> Any:
     """The map at ``path`` below ``node``; None when a step is missing (or null), ``_BLOCKED``
     when a value on the way is not a map. Read before anything is created, so a refused edit
     leaves no empty maps behind."""
+    current: Any = node
     for key in path:
-        node = node.get(key)
-        if node is None:
+        current = current.get(key)
+        if current is None:
             return None
-        if not isinstance(node, dict):
+        if not isinstance(current, dict):
             return _BLOCKED
-    return node
+    return current
 
 
 def _same(current: Any, value: Any) -> bool:

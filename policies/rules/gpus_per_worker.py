@@ -22,6 +22,7 @@ from typing import Any
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.mpijob.reading import LAUNCHER, WORKER, replica_spec, request_containers, spec
 from policies.messages import plural
+from policies.rules.worker_count import WorkerCount, WorkerCountParams
 from policies.kube.quantities import BadQuantity, is_extended, is_gpu, quantity
 from policies.kube.pod_resources import (
     ContainerResources,
@@ -35,6 +36,8 @@ from policies.kube.pod_resources import (
 
 @dataclass(frozen=True)
 class GpusPerWorkerParams:
+    # Most GPUs of one kind (each */gpu resource) that one worker pod may use, and the launcher
+    # pod too with runLauncherAsWorker; a namespace's LimitRange max for that GPU wins over it.
     max: int = 16
 
     def __post_init__(self) -> None:
@@ -189,7 +192,23 @@ def _spread(ctx: RuleContext, replica_type: str, asked: int, allowed: int) -> st
     workers = (replica_spec(ctx.job, WORKER) or {}).get("replicas")
     if replica_type != WORKER or not isinstance(workers, int) or workers < 1 or allowed < 1:
         return ""
-    total = workers * asked
-    needed = -(-total // allowed)
+    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx))
+
+
+def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
+    """(fewest, most) workers ``worker-count`` allows in this namespace; most is None without
+    that rule. A suggestion that broke it would only trade this denial for that one."""
+    config = ctx.settings.rules.get(WorkerCount.id)
+    if config is None:
+        return 1, None
+    params: WorkerCountParams = config.params
+    return max(params.min, 1), params.max
+
+
+def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None) -> str:
+    needed = max(-(-total // allowed), fewest)
+    if most is not None and needed > most:
+        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, 'worker')}, "
+                f"{most * allowed} at {allowed} each")
     each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
     return f", and to keep {total} in total use {plural(needed, 'worker')} with {each} each"

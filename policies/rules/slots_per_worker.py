@@ -8,7 +8,9 @@ from policies.mpijob.reading import spec
 
 @dataclass(frozen=True)
 class SlotsPerWorkerParams:
+    # Fewest MPI ranks (hostfile slots) per worker pod that spec.slotsPerWorker may set.
     min: int = 1
+    # Most MPI ranks (hostfile slots) per worker pod that spec.slotsPerWorker may set.
     max: int = 8
 
 

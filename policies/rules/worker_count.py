@@ -18,7 +18,10 @@ PATH = replica_path(WORKER)
 
 @dataclass(frozen=True)
 class WorkerCountParams:
+    # Fewest Worker replicas a job may ask for (one worker alone is not a distributed job).
     min: int = 2
+    # Most Worker replicas a job may ask for; a job that needs more ranks gives each worker more
+    # slots or GPUs.
     max: int = 100
 
     def __post_init__(self) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from certs import authority
-from tests.conftest import ROOT
+from tests.conftest import ROOT, console_script
 
 SERVICE, NAMESPACE = "mpi-admission", "ml-platform"
 
@@ -45,11 +44,11 @@ def verifies(serving: x509.Certificate, ca: x509.Certificate, name: x509.General
         return False
 
 
-@pytest.mark.parametrize("command", [["mpijob-webhook"], [sys.executable, "-m", "certs"]],
+@pytest.mark.parametrize("command", [[str(console_script())], [sys.executable, "-m", "certs"]],
                          ids=["console-script", "python-m-certs"])
 def test_certs_command_makes_a_ca_and_a_serving_certificate_for_the_service(command: list[str], tmp_path: Path):
-    if command[0] == "mpijob-webhook" and shutil.which("mpijob-webhook") is None:
-        pytest.fail("the mpijob-webhook console script is not installed: python3 -m pip install -e .")
+    if not Path(command[0]).is_file():
+        pytest.fail(f"the mpijob-webhook console script is not installed at {command[0]}: pip install -e .")
     out = tmp_path / "tls"
     args = [] if command[-1] == "certs" else ["certs"]
     done = subprocess.run([*command, *args, "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(out)],

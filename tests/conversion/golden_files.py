@@ -42,7 +42,8 @@ def render(job: dict[str, Any], target: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--write", action="store_true", help="rewrite the golden files")
     args = parser.parse_args(argv)
     stale = []

@@ -156,3 +156,36 @@ JOBS = {
     "kubeflow.org/v1alpha2": job("kubeflow.org/v1alpha2", sometimes_odd(replicated_spec(True)), JOB_STATUS),
     "kubeflow.org/v1": job("kubeflow.org/v1", sometimes_odd(replicated_spec(False)), JOB_STATUS),
 }
+
+
+def _with_worker(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    obj, worker = pair
+    spec = obj["spec"] = obj["spec"] if isinstance(obj.get("spec"), dict) else {}
+    specs = spec["mpiReplicaSpecs"] = spec["mpiReplicaSpecs"] if isinstance(spec.get("mpiReplicaSpecs"), dict) else {}
+    specs["Worker"] = worker
+    return obj
+
+
+def _with_sizing(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    obj, sizing = pair
+    obj["spec"] = {**(obj["spec"] if isinstance(obj.get("spec"), dict) else {}), **sizing}
+    return obj
+
+
+# Jobs with a worker count to edit: the staleness properties are about that count. The rest of
+# the object is as random as ever.
+WORKER = st.fixed_dictionaries({"replicas": st.integers(0, 40)}, optional={
+    "restartPolicy": st.sampled_from(["Never", "OnFailure"]), "template": TEMPLATE})
+V1ALPHA1_SIZING = st.one_of(
+    st.fixed_dictionaries({"replicas": st.integers(1, 40)}),
+    st.fixed_dictionaries({"gpus": st.integers(1, 64)}, optional={"gpusPerNode": st.integers(1, 16)}),
+    st.fixed_dictionaries({"processingUnits": st.integers(1, 64)}, optional={
+        "processingUnitsPerNode": st.integers(1, 16), "processingResourceType": st.sampled_from(["nvidia.com/gpu", "cpu"])}),
+    # replicas written beside the gpus they derive from, often equal to the derived count
+    st.fixed_dictionaries({"gpus": st.sampled_from([1, 2, 4, 8, 16]), "gpusPerNode": st.sampled_from([1, 2, 4, 8]),
+                           "replicas": st.integers(1, 4)}),
+)
+JOBS_WITH_WORKERS = {
+    "kubeflow.org/v2beta1": st.tuples(JOBS["kubeflow.org/v2beta1"], WORKER).map(_with_worker),
+    "kubeflow.org/v1alpha1": st.tuples(JOBS["kubeflow.org/v1alpha1"], V1ALPHA1_SIZING).map(_with_sizing),
+}

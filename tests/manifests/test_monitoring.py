@@ -80,3 +80,12 @@ def test_every_metric_in_the_alerts_is_exposed_by_the_server(overlays: dict[str,
             for name in re.findall(rf"\b{metrics.PREFIX}_[a-z_]+", rule["expr"])}
     assert used, "the alerts use none of the server's metrics"
     assert used <= exposed, f"not exposed: {sorted(used - exposed)}"
+
+
+def test_monitoring_openshift_scrapes_with_the_service_ca(overlays: dict[str, list[Object]]) -> None:
+    """What the documented patch does to the plain overlay's ServiceMonitor on OpenShift, the
+    OpenShift overlay does by itself: the serving Secret of the service CA has no ca.crt."""
+    (endpoint,) = find(overlays["monitoring-openshift"], "ServiceMonitor", "mpijob-webhook")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"]["ca"] == {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}
+    plain = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")
+    assert plain["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["key"] == "ca.crt"

@@ -25,6 +25,9 @@ BASE_OBJECTS = {
 }
 
 
+CONSOLE_DASHBOARD = "mpijob-webhook-dashboard"
+
+
 def kinds_and_names(objects: list[Object]) -> set[tuple[str, str]]:
     return {(o["kind"], o["metadata"]["name"]) for o in objects}
 
@@ -65,12 +68,16 @@ def test_namespaced_objects_live_in_the_webhook_namespace(overlays: dict[str, li
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
                       "MutatingWebhookConfiguration", "CustomResourceDefinition"}
     for obj in overlays[overlay]:
-        if obj["kind"] in cluster_scoped:
+        if (overlay, obj["kind"], obj["metadata"]["name"]) == ("monitoring-openshift", "ConfigMap", CONSOLE_DASHBOARD):
+            assert obj["metadata"]["namespace"] == "openshift-config-managed"  # where the console reads them
+        elif obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["kind"]
         else:
             assert obj["metadata"]["namespace"] == "mpijob-webhook", f"{obj['kind']}/{obj['metadata']['name']}"
 
 
 def test_the_monitoring_overlay_adds_only_monitoring(overlays: dict[str, list[Object]]) -> None:
-    assert kinds_and_names(overlays["monitoring"]) == {("ServiceMonitor", "mpijob-webhook"),
-                                                       ("PrometheusRule", "mpijob-webhook")}
+    monitoring = {("ServiceMonitor", "mpijob-webhook"), ("PrometheusRule", "mpijob-webhook"),
+                  ("ConfigMap", "mpijob-webhook-grafana-dashboard")}
+    assert kinds_and_names(overlays["monitoring"]) == monitoring
+    assert kinds_and_names(overlays["monitoring-openshift"]) == monitoring | {("ConfigMap", CONSOLE_DASHBOARD)}

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from policies.conversion import PROBLEMS_ANNOTATION, STASH_ANNOTATION, convert
+from policies.conversion.tree import display
 from tests.conftest import ROOT, UPSTREAM
 from tests.conversion.common import without_stash
 from webhook.cli import main
@@ -165,3 +166,58 @@ def test_the_console_script_runs_it():
     assert result.returncode == 1
     assert yaml.safe_load(result.stdout)["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
     assert SSHD in result.stderr
+
+
+# --- output people commit, and every field it loses named ----------------------------------------
+SHARED_TEMPLATE_V1ALPHA1 = {
+    "apiVersion": "kubeflow.org/v1alpha1", "kind": "MPIJob", "metadata": {"name": "shared"},
+    "spec": {"replicas": 2, "template": {"spec": {
+        "securityContext": {"runAsUser": 1000},
+        "containers": [{"name": "main", "image": "example.com/train:1", "securityContext": {"runAsNonRoot": True},
+                        "env": [{"name": "A", "value": "b"}]}]}}},
+}
+
+
+def anchors_and_aliases(text: str) -> list[str]:
+    """Every anchor (``&id001``) and alias (``*id001``) in a YAML stream, read by the YAML parser."""
+    return [f"{type(event).__name__} {event.anchor}" for event in yaml.parse(text)
+            if getattr(event, "anchor", None) is not None]
+
+
+@pytest.mark.parametrize("target", ["v2beta1", "v1", "v1alpha2", "v1alpha1"])
+def test_converted_yaml_has_no_anchors_or_aliases(tmp_path, capsys, target):
+    """One v1alpha1 template becomes the Launcher's and the Worker's: the same subtrees twice,
+    which a YAML writer would otherwise print once with an anchor and then as aliases."""
+    shared = write(tmp_path / "shared.yaml", SHARED_TEMPLATE_V1ALPHA1)
+    examples = sorted(p for p in UPSTREAM.glob("v*/*.yaml"))
+    main(["convert", "--to", target, str(shared), *map(str, examples)])
+    out = capsys.readouterr().out
+    assert anchors_and_aliases(out) == []
+    docs = [d for d in yaml.safe_load_all(out) if d is not None]
+    assert len(docs) == 1 + len(examples)
+    if target == "v2beta1":
+        launcher, worker = (docs[0]["spec"]["mpiReplicaSpecs"][r]["template"]["spec"] for r in ("Launcher", "Worker"))
+        assert launcher["securityContext"] == worker["securityContext"] == {"runAsUser": 1000}
+        assert launcher["containers"][0]["env"] == worker["containers"][0]["env"] == [{"name": "A", "value": "b"}]
+
+
+def test_policy_yaml_has_no_anchors_or_aliases(capsys):
+    main(["policy", "defaults"])
+    assert anchors_and_aliases(capsys.readouterr().out) == []
+
+
+def test_converting_to_v1alpha1_names_every_field_it_cannot_hold(tmp_path, capsys):
+    job = yaml.safe_load((UPSTREAM / "v2beta1" / "pi.yaml").read_text())
+    job["spec"]["runPolicy"].update(activeDeadlineSeconds=600, backoffLimit=3, suspend=True,
+                                    schedulingPolicy={"minAvailable": 3, "queue": "team-a"})
+    job["spec"].update(mpiImplementation="Intel", launcherCreationPolicy="WaitForWorkersReady",
+                       runLauncherAsWorker=False)
+    for role in ("Launcher", "Worker"):
+        job["spec"]["mpiReplicaSpecs"][role]["template"]["metadata"] = {"labels": {"role": role.lower()}}
+    expected = [display(path) for path in convert(job, "kubeflow.org/v1alpha1").dropped]
+    assert len(expected) > 8  # more than were ever listed before "and N more"
+    code, _, err = run(capsys, write(tmp_path / "big.yaml", job), "--to", "v1alpha1")
+    assert code == 1
+    assert (f"  attention: kubeflow.org/v1alpha1 cannot hold {', '.join(expected)}: "
+            "dropped (--keep-conversion-data keeps them in an annotation)") in err.splitlines()
+    assert " more" not in err

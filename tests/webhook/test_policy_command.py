@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import jsonschema
 import yaml
@@ -18,6 +19,27 @@ def test_schema_prints_the_generated_json_schema(capsys):
     jsonschema.Draft202012Validator.check_schema(schema)
     assert list(schema["$defs"]["rules"]["properties"]) == list(RULE_IDS)
     assert list(schema["$defs"]["mutations"]["properties"]) == list(MUTATION_IDS)
+
+
+def parameters(schema: dict, where: str) -> Iterator[tuple[str, dict]]:
+    """(path, schema) of every parameter under a ``params`` object, nested ones included."""
+    for name, prop in schema.get("properties", {}).items():
+        yield f"{where}.{name}", prop
+        for option in (prop, prop.get("items", {}), *prop.get("anyOf", ())):
+            yield from parameters(option, f"{where}.{name}")
+
+
+def test_schema_describes_every_parameter_of_every_rule_and_mutation(capsys):
+    assert main(["policy", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    found = {}
+    for section in ("rules", "mutations"):
+        for ident, entry in schema["$defs"][section]["properties"].items():
+            [full] = [option for option in entry["oneOf"] if option.get("type") == "object"]
+            found.update(parameters(full["properties"]["params"], f"{section}.{ident}"))
+    assert {"rules.worker-count.min", "rules.worker-count.max", "rules.slots-per-worker.min",
+            "rules.slots-per-worker.max", "rules.gpus-per-worker.max"} <= found.keys()
+    assert sorted(path for path, prop in found.items() if not prop.get("description", "").strip()) == []
 
 
 def test_defaults_prints_a_policy_file_that_reads_back_as_the_defaults(capsys):

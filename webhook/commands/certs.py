@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from certs import authority
+from webhook.input_files import unreadable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +40,10 @@ def _certificate_authority(args: argparse.Namespace) -> authority.Issued:
             args.parser.error("--ca-cert and --ca-key go together")
         if args.ca_key_out:
             args.parser.error("--ca-key-out is for a new CA; with --ca-cert the CA key already exists")
+        for path in (args.ca_cert, args.ca_key):
+            problem = unreadable(path)
+            if problem:
+                raise SystemExit(f"mpijob-webhook certs: {problem}")
         try:
             return authority.load_ca(args.ca_cert, args.ca_key)
         except (OSError, ValueError) as exc:

@@ -2,7 +2,7 @@
 
 Exit status: 0 every MPIJob would be admitted, 1 at least one would be denied, 2 an input
 (manifest, policy or cluster-state file) could not be read. ``--output json`` prints a
-``CheckReport`` (see the README) for CI pipelines.
+``CheckReport`` (see docs/policy.md) for CI pipelines.
 """
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from policies.config import PolicyError
 from policies.config.reader import default_policy
 from policies.messages import plural
 from policies.config.layered_policy import Policy
-from webhook.offline import NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view, documents
 from webhook.cel import check_answers as vap_answers
+from webhook.input_files import UnreadablePolicyFile, cannot_read
+from webhook.offline import (CLUSTER_KINDS, CLUSTER_STATE, NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view,
+                             documents)
 from webhook.policy_reload import own_namespace, read_policy
 
 STDIN = "-"
@@ -27,16 +29,16 @@ STDIN = "-"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check", help="check MPIJob manifests offline, exactly as the webhook would",
-        description="Evaluate MPIJob manifests (multi-document YAML; - for stdin) with the webhook's rules, "
+        description="Evaluate MPIJob manifests (multi-document YAML; - for stdin) with the webhook's rules,\n"
                     "mutations and messages. Exit 0: all admitted; 1: any denied; 2: bad input.",
+        epilog=cluster_state_help(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for stdin")
     parser.add_argument("--policy-file", type=Path, metavar="FILE", help="the policy to check against "
                         "(default: the built-in policy)")
     parser.add_argument("--cluster-state", type=Path, metavar="FILE",
-                        help="YAML of ResourceQuota, LimitRange, Node, Namespace, LocalQueue and MPIJob objects "
-                             "(e.g. kubectl get quota,limits,nodes -A -o yaml) for the cluster-aware rules; "
-                             "without it those rules are reported as skipped")
+                        help=f"YAML of {', '.join(CLUSTER_KINDS[:-1])} and {CLUSTER_KINDS[-1]} objects for the "
+                             "cluster-aware rules (see below); without it those rules are reported as skipped")
     parser.add_argument("--namespace", default="default",
                         help="namespace of manifests that name none (default %(default)s)")
     parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
@@ -45,6 +47,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(`export vap` of the same policy; needs the cel-python package); exit 1 when "
                              "either would deny")
     parser.set_defaults(run=run)
+
+
+def cluster_state_help() -> str:
+    kinds = "\n".join(f"  {kind:<14} {purpose}" for kind, _, purpose in CLUSTER_STATE)
+    resources = ",".join(resource for _, resource, _ in CLUSTER_STATE)
+    return (f"--cluster-state reads these objects (any other kind is an error):\n{kinds}\n\n"
+            f"All of them from a cluster, in one file:\n"
+            f"  kubectl get {resources} -A -o yaml > cluster-state.yaml\n"
+            f"(without Kueue installed, leave out localqueues.kueue.x-k8s.io)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,8 +110,7 @@ def read(name: str) -> str:
             return sys.stdin.read()
         return Path(name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise BadInput(label(name), f"cannot be read: {reason}") from None
+        raise BadInput(label(name), cannot_read(exc)) from None
 
 
 def _policy(path: Path | None) -> Policy:
@@ -108,6 +118,8 @@ def _policy(path: Path | None) -> Policy:
         return default_policy(own_namespace())
     try:
         return read_policy(path)[0]
+    except UnreadablePolicyFile as exc:
+        raise BadInput(str(path), exc.reason) from None
     except PolicyError as exc:
         raise BadInput(str(path), "invalid policy: " + "; ".join(str(p) for p in exc.problems)) from None
 

@@ -17,8 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from policies.conversion import (
     DEFAULT_GPUS_PER_NODE,
     PROBLEMS_ANNOTATION,
@@ -34,10 +32,9 @@ from policies.conversion import (
 )
 from policies.conversion.tree import display
 from policies.mpijob.reading import GROUP, HUB_API_VERSION, KIND
+from webhook import plain_yaml
 from webhook.commands.check import label, read
 from webhook.offline import BadInput, documents
-
-_SHOWN_DROPPED = 8  # fields listed by name before "and N more"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
             where = f"{error.source}[{error.document}]" if error.document is not None else error.source
             errors.append(f"{where}: {error.message}")
     if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
+        for message in errors:
+            print(f"error: {message}", file=sys.stderr)
         return 2
     attention = False
     for item in converted:
@@ -106,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         for line in lines:
             print(line, file=sys.stderr)
     outputs = [item.obj if args.keep_conversion_data else _clean(item.obj) for item in converted]
-    sys.stdout.write(yaml.safe_dump_all(outputs, sort_keys=False, allow_unicode=True, width=120))
+    plain_yaml.dump_all(outputs, sys.stdout)
     return 1 if attention else 0
 
 
@@ -140,8 +137,7 @@ def _report(item: Converted, target: str, keep: bool) -> Iterator[str]:
         yield f"  attention: {advisory(item.source)}"
     dropped = [display(path) for path in item.conversion.dropped]
     if dropped:
-        shown = ", ".join(dropped[:_SHOWN_DROPPED]) + (f" and {len(dropped) - _SHOWN_DROPPED} more"
-                                                       if len(dropped) > _SHOWN_DROPPED else "")
+        shown = ", ".join(dropped)  # every one: the reader decides what losing each means
         kept = (f"kept in the {STASH_ANNOTATION} annotation" if keep
                 else "dropped (--keep-conversion-data keeps them in an annotation)")
         yield f"  attention: {target} cannot hold {shown}: {kept}"
@@ -157,7 +153,8 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     """Without the annotations only the webhook's stored objects need."""
     metadata = obj.get("metadata")
     annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
-    if not isinstance(annotations, dict) or not ({STASH_ANNOTATION, PROBLEMS_ANNOTATION} & annotations.keys()):
+    if not isinstance(metadata, dict) or not isinstance(annotations, dict) or \
+            not ({STASH_ANNOTATION, PROBLEMS_ANNOTATION} & annotations.keys()):
         return obj
     kept = {k: v for k, v in annotations.items() if k not in (STASH_ANNOTATION, PROBLEMS_ANNOTATION)}
     clean_metadata = {k: v for k, v in metadata.items() if k != "annotations"}

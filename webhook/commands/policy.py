@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from policies.config import PolicyError
 from policies.config.json_schema import defaults_document, json_schema, to_plain
 from policies.config.layered_policy import Policy
+from webhook import plain_yaml
 from webhook.policy_reload import read_policy
 
 
@@ -44,7 +43,7 @@ def run_schema(args: argparse.Namespace) -> int:
 
 
 def run_defaults(args: argparse.Namespace) -> int:
-    yaml.safe_dump(defaults_document(), sys.stdout, sort_keys=False)
+    plain_yaml.dump(defaults_document(), sys.stdout)
     return 0
 
 
@@ -74,7 +73,7 @@ def run_show(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(exc, file=sys.stderr)
         return 2
-    yaml.safe_dump(effective(policy, args.namespace, labels), sys.stdout, sort_keys=False)
+    plain_yaml.dump(effective(policy, args.namespace, labels), sys.stdout)
     return 0
 
 

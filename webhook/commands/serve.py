@@ -3,6 +3,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -11,16 +13,30 @@ from certs import authority
 from policies.config import PolicyError
 from webhook import create_app, metrics, policy_reload
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
+from webhook.input_files import unreadable
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
 LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 
 
+# The sample AdmissionReview of the checkout this runs from (an editable install, as the README's
+# quickstart makes); an installed wheel carries no examples/ and prints no sample.
+SAMPLE_REVIEW = Path(__file__).resolve().parents[2] / "examples" / "review-pi.json"
+
+
+def sample_curl(ca_file: Path, review: Path, port: int) -> str:
+    """One line to paste; given absolute paths, it works from whatever directory it is pasted in."""
+    return (f"curl --cacert {shlex.quote(str(ca_file))} -H 'Content-Type: application/json' "
+            f"--data @{shlex.quote(str(review))} https://localhost:{port}/validate")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve the webhook over TLS",
-        description="Serve /validate, /mutate, /healthz and /readyz over TLS with gunicorn.",
+        description="Serve the webhook over TLS with gunicorn: POST /validate and POST /mutate (AdmissionReviews), "
+                    "POST /convert (ConversionReviews for the MPIJob CRD), GET /healthz (liveness), GET /readyz "
+                    "(readiness: policy and cluster caches loaded) and GET /metrics (Prometheus).",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     parser.add_argument("--port", type=int, default=8443, help="port to listen on (default %(default)s)")
@@ -70,17 +86,31 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--client-timeout must be a positive number of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
-    if args.dev:
-        bundle = authority.dev_bundle(Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")))
+    master = os.getpid()
+    # --dev: a throwaway CA and serving key, removed again however the server stops short of
+    # SIGKILL (gunicorn's master leaves through here on SIGTERM and SIGINT too).
+    dev_dir = Path(tempfile.mkdtemp(prefix="mpijob-webhook-dev-")) if args.dev else None
+    try:
+        return _serve(args, master, dev_dir)
+    finally:
+        # Workers are forks of this process and leave through here too: only the master may
+        # remove what every worker still reads.
+        if dev_dir is not None and os.getpid() == master:
+            shutil.rmtree(dev_dir, ignore_errors=True)
+
+
+def _serve(args: argparse.Namespace, master: int, dev_dir: Path | None) -> int:
+    if dev_dir is not None:
+        bundle = authority.dev_bundle(dev_dir)
         args.cert_file, args.key_file = bundle.cert_file, bundle.key_file
         print(f"development CA: {bundle.ca_file}", flush=True)
-        print(f"try: curl --cacert {bundle.ca_file} -H 'Content-Type: application/json' "
-              f"--data @examples/review-pi.json https://localhost:{args.port}/validate", flush=True)
-    if args.kubeconfig is not None and not args.kubeconfig.is_file():
-        args.parser.error(f"--kubeconfig {args.kubeconfig} does not exist or is not a file")
-    for path in (args.cert_file, args.key_file):
-        if not Path(path).is_file():
-            print(f"mpijob-webhook serve: {path} does not exist or is not a file", file=sys.stderr)
+        if SAMPLE_REVIEW.is_file():
+            print("send it the sample review (from any directory):", flush=True)
+            print(sample_curl(bundle.ca_file.resolve(), SAMPLE_REVIEW, args.port), flush=True)
+    for path in (args.kubeconfig, args.cert_file, args.key_file):
+        problem = None if path is None else unreadable(path)
+        if problem:
+            print(f"mpijob-webhook serve: {problem}", file=sys.stderr)
             return 2
     options = serve_options(args)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
@@ -92,12 +122,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
-    master = os.getpid()
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
     finally:
-        # Workers are forks of this process and leave through here too: only the master may
-        # remove what every worker still writes to.
         if os.getpid() == master:
             metrics.release_multiprocess_dir(metrics_dir)
     return 0

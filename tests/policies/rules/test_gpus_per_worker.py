@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -162,6 +164,55 @@ def test_extended_resources_come_in_whole_units(value, kind):
     assert finding.problem is Problem.INVALID
     assert finding.value == value
     assert "counted in whole units of 0 or more" in finding.message
+
+
+def check_with_worker_limits(job, fewest=2, most=100, **params):
+    settings = default_settings().with_rule("worker-count", min=fewest, max=most)
+    if params:
+        settings = settings.with_rule("gpus-per-worker", **params)
+    return list(RULE.check(context(job, settings=settings)))
+
+
+def test_a_total_that_no_allowed_worker_count_holds_is_said_to_not_fit():
+    """120 workers with 24 GPUs each: 180 workers of 16 would keep the total, but worker-count
+    allows 100 (and says so in the same answer): no suggestion may contradict it."""
+    (finding,) = check(gpu_job(gpus(24), workers=120))
+    assert finding.message == ("a worker pod may use at most 16 nvidia.com/gpu (asked 24); lower it to 16 or fewer "
+                               "per pod; 2880 in total cannot fit: worker-count allows at most 100 workers, "
+                               "1600 at 16 each")
+
+
+@pytest.mark.parametrize(("workers", "asked", "fewest", "most", "advice"), [
+    (4, 24, 2, 6, ", and to keep 96 in total use 6 workers with 16 each"),
+    (5, 24, 2, 6, "; 120 in total cannot fit: worker-count allows at most 6 workers, 96 at 16 each"),
+    (2, 17, 4, 100, ", and to keep 34 in total use 4 workers with at most 16 each"),
+    (2, 32, 8, 100, ", and to keep 64 in total use 8 workers with 8 each"),
+], ids=["fits-at-the-maximum", "over-the-maximum", "raised-to-the-minimum", "minimum-divides"])
+def test_the_suggestion_stays_within_the_worker_count_in_force(workers, asked, fewest, most, advice):
+    (finding,) = check_with_worker_limits(gpu_job(gpus(asked), workers=workers), fewest, most)
+    assert finding.message.endswith("lower it to 16 or fewer per pod" + advice)
+
+
+SUGGESTION = re.compile(r", and to keep (\d+) in total use (\d+) workers? with (at most )?(\d+) each$")
+CANNOT_FIT = re.compile(r"; (\d+) in total cannot fit: worker-count allows at most (\d+) workers?, (\d+) at (\d+) each$")
+
+
+@given(workers=st.integers(1, 300), allowed=st.integers(1, 32), extra=st.integers(1, 40),
+       fewest=st.integers(0, 12), room=st.integers(0, 200))
+def test_every_suggestion_respects_every_limit_in_force(workers, allowed, extra, fewest, room):
+    most = max(fewest, 1) + room
+    asked = allowed + extra
+    (finding,) = check_with_worker_limits(gpu_job(gpus(asked), workers=workers), fewest, most, max=allowed)
+    total = workers * asked
+    if suggested := SUGGESTION.search(finding.message):
+        kept, count, at_most, each = int(suggested[1]), int(suggested[2]), suggested[3], int(suggested[4])
+        assert kept == total and max(fewest, 1) <= count <= most and each <= allowed
+        assert count * each >= total if at_most else count * each == total
+    else:
+        cannot = CANNOT_FIT.search(finding.message)
+        assert cannot, finding.message
+        assert (int(cannot[1]), int(cannot[2]), int(cannot[4])) == (total, most, allowed)
+        assert most * allowed < total
 
 
 def test_every_problem_is_reported_at_once():
