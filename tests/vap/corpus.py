@@ -194,7 +194,7 @@ overrides:
 
 
 def policies() -> dict[str, Policy]:
-    from tests.policies.test_policy import POLICY as OVERRIDES_POLICY
+    from tests.policies.test_layered_policy import POLICY as OVERRIDES_POLICY
     from tests.webhook.test_mutate_e2e import POLICY as MUTATIONS_POLICY
 
     return {
