@@ -45,7 +45,8 @@ ENV PATH=/opt/mpijob-webhook/bin:$PATH \
     PYTHONUNBUFFERED=1
 # Numeric, so runAsNonRoot can verify it; any other UID works too (OpenShift assigns one).
 USER 10001
-EXPOSE 8443
+# TLS (admission, conversion) and the plain health port (/healthz, /readyz, /metrics).
+EXPOSE 8443 8081
 ENTRYPOINT ["/opt/mpijob-webhook/bin/mpijob-webhook"]
 # The Deployment in manifests/base passes these same arguments.
-CMD ["serve", "--cert-file=/etc/mpijob-webhook/tls/tls.crt", "--key-file=/etc/mpijob-webhook/tls/tls.key", "--policy-file=/etc/mpijob-webhook/policy/policy.yaml"]
+CMD ["serve", "--cert-file=/etc/mpijob-webhook/tls/tls.crt", "--key-file=/etc/mpijob-webhook/tls/tls.key", "--policy-file=/etc/mpijob-webhook/policy/policy.yaml", "--health-port=8081"]

@@ -6,6 +6,8 @@
         overhead       CPU per request, ours vs the floor's app (see ``bench.overhead``)
         parts          what each rule, mutation, input check and observer costs in a request (``bench.parts``)
         instructions   instructions and cache misses per request under valgrind (``bench.instructions``)
+    python3 -m bench soak [--quick] [...]                   the server as deployed under hostile clients, against its targets
+                                                            (see ``bench.soak``)
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import Callable
 MODES = ("calls", "overhead", "parts", "instructions")
 USAGE = f"""usage: python3 -m bench run [--quick | --smoke] [--json FILE] [...]   load test against the floor, growth tables
        python3 -m bench profile [--mode {{{','.join(MODES)}}}] [...]      in-process: where a request's time goes
+       python3 -m bench soak [--quick] [...]                the server under hostile clients, against its targets
 (add --help to either for the options)"""
 
 
@@ -55,6 +58,10 @@ def main(argv: list[str]) -> int:
             print(f"python3 -m bench profile: --mode must be one of {', '.join(MODES)}, not {mode!r}", file=sys.stderr)
             return 2
         return _command(mode)(rest)
+    if argv[:1] == ["soak"]:
+        from bench.soak import main as soak
+
+        return soak(argv[1:])
     print(USAGE, file=sys.stderr)
     return 2
 

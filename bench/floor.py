@@ -54,13 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--health-port", type=int, default=ServeOptions.health_port)
     parser.add_argument("--cert-file", type=Path, required=True)
     parser.add_argument("--key-file", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=ServeOptions.workers)
     parser.add_argument("--threads", type=int, default=ServeOptions.threads)
     args = parser.parse_args(argv)
-    options = ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
-                           workers=args.workers, threads=args.threads)
+    options = ServeOptions(host=args.host, port=args.port, health_port=args.health_port, cert_file=args.cert_file,
+                           key_file=args.key_file, workers=args.workers, threads=args.threads)
     WebhookServer(create_floor_app, gunicorn_options(options)).run()
     return 0
 

@@ -34,10 +34,12 @@ class ServerProcess:
                  cpus: set[int] | None = None) -> None:
         self.name = name
         self.port = free_port()
+        self.health_port = free_port()  # plain HTTP: /healthz, /readyz, /metrics
         self.ca_file = ca_file
         self.log = workdir / f"{name}.log"
         self._cpus = cpus
-        self._args = [sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port)]
+        self._args = [sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port),
+                      "--health-port", str(self.health_port)]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, ready_path: str = "/readyz") -> ServerProcess:

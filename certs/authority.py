@@ -103,6 +103,34 @@ def new_serving_cert(ca: Issued, dns_names: list[str], ip_addresses: list[str] =
     return Issued(cert, key)
 
 
+def new_client_cert(ca: Issued, common_name: str, dns_names: list[str] = (), *,  # type: ignore[assignment]
+                    days: int = DEFAULT_SERVING_DAYS, key_type: str = DEFAULT_KEY_TYPE) -> Issued:
+    """A TLS client certificate (extendedKeyUsage clientAuth), e.g. the one the API server presents
+    to the webhook when ``serve --client-ca-file`` is on."""
+    key = new_key(key_type)
+    now = _now()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])]))
+        .issuer_name(ca.certificate.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(min(now + dt.timedelta(days=days), ca.certificate.not_valid_after_utc))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=isinstance(key, rsa.RSAPrivateKey),
+                                     key_cert_sign=False, crl_sign=False, content_commitment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
+    )
+    if dns_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]),
+                                        critical=False)
+    return Issued(builder.sign(ca.key, hashes.SHA256()), key)
+
+
 def load_ca(cert_file: Path, key_file: Path) -> Issued:
     """An existing CA, to sign a renewed serving certificate that the same caBundle still trusts."""
     certificate = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())

@@ -51,9 +51,13 @@ class ReloadingServerContext:
                  check_interval: float = DEFAULT_CHECK_INTERVAL,
                  log: logging.Logger | None = None,
                  on_reload: Callable[[Path], object] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 also_watch: tuple[str | Path, ...] = ()) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
+        # Other files ``load`` reads (the CA that client certificates must chain to): a change to
+        # one of them loads a new context too.
+        self.also_watch = tuple(Path(path) for path in also_watch)
         self._load = load or server_context_loader(cert_file, key_file)
         self._check_interval = check_interval
         self._log = log or logging.getLogger(__name__)
@@ -90,17 +94,21 @@ class ReloadingServerContext:
             context = self._new_context()
         except (OSError, ssl.SSLError, ValueError) as exc:
             self._failed_signature = signature
-            self._log.warning("could not load the replaced certificate %s and key %s (%s); still serving the "
+            self._log.warning("could not load the replaced certificate %s and key %s%s (%s); still serving the "
                               "previous certificate, trying again when the files change",
-                              self.cert_file, self.key_file, exc)
+                              self.cert_file, self.key_file, self._also_watched(), exc)
             return
         self._current, self._loaded_signature, self._failed_signature = context, signature, None
-        self._log.info("reloaded serving certificate: %s", describe_serving_cert(self.cert_file))
+        self._log.info("reloaded serving certificate: %s%s", describe_serving_cert(self.cert_file),
+                       self._also_watched(" (with %s)"))
         if self._on_reload is not None:
             try:
                 self._on_reload(self.cert_file)
             except Exception:  # noqa: BLE001 - a reporting problem must not undo a good reload
                 self._log.exception("after reloading the serving certificate")
+
+    def _also_watched(self, template: str = " and %s") -> str:
+        return template % ", ".join(map(str, self.also_watch)) if self.also_watch else ""
 
     def _new_context(self) -> ssl.SSLContext:
         context = self._load()
@@ -117,7 +125,7 @@ class ReloadingServerContext:
             self._log.exception("certificate reload check failed during a TLS handshake")
 
     def _signature(self) -> tuple[FileSignature, ...]:
-        return tuple(_file_signature(path) for path in (self.cert_file, self.key_file))
+        return tuple(_file_signature(path) for path in (self.cert_file, self.key_file, *self.also_watch))
 
 
 def _file_signature(path: Path) -> FileSignature:

@@ -40,6 +40,7 @@ class TlsServer:
     ca_file: Path
     process: subprocess.Popen[bytes]
     log: Path
+    health_port: int = 0  # plain HTTP: /healthz, /readyz, /metrics
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -53,6 +54,16 @@ class TlsServer:
         connection = http.client.HTTPSConnection("localhost", self.port, context=self.ssl_context(), timeout=10)
         try:
             connection.request(method, path, body=body, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def health_request(self, path: str) -> tuple[int, bytes]:
+        """GET ``path`` on the plain health port, on a fresh connection."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.health_port, timeout=10)
+        try:
+            connection.request("GET", path)
             response = connection.getresponse()
             return response.status, response.read()
         finally:
@@ -82,14 +93,17 @@ def serving(directory: Path, *flags: str, ca_file: Path | None = None) -> Iterat
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "server.log"
     port = free_port()
+    health_port = free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port), *flags],
+            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--health-port", str(health_port), *flags],
             cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, "TMPDIR": str(directory)},  # where --dev writes its CA
         )
     try:
         server = _wait_until_serving(process, port, log, ca_file)
+        server.health_port = health_port
         yield server
     finally:
         _stop(process)

@@ -262,7 +262,7 @@ def test_workers_replaced_by_a_reload_keep_serving(tmp_path: Path):
         for _ in range(4):
             assert post(server, "/validate", EXAMPLE)["response"]["allowed"] is True
         assert all(pid_alive(pid) for pid in new), server.output()
-        status, metrics_text = server.request("GET", "/metrics")
+        status, metrics_text = server.health_request("/metrics")
         assert status == 200 and metrics_text
     assert server.process.returncode == 0, server.output()
     assert "Traceback" not in server.output()

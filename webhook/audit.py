@@ -29,8 +29,9 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from webhook.admission import Decision
+from webhook.client_auth import Refusal
 from webhook.flushing import PeriodicFlush
-from webhook.metrics import decision_label
+from webhook.metrics import decision_label, record_escaped_audit_line
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,18 @@ def line(decision: Decision, now: datetime | None = None) -> str:
         failed = (verdict.error if verdict is not None and verdict.error else mutation.error or "")  # type: ignore[union-attr]
         text += f',"error":{_string(failed.split(":", 1)[0])}'
     return text + "}"
+
+
+def refusal_line(refusal: Refusal, now: datetime | None = None) -> str:
+    """The audit record of a refused client: no uid or user (the body was never read), the
+    endpoint, why, and who connected."""
+    return (
+        f'{{"log":{_string(LOG_NAME)},'
+        f'"time":{_string(_timestamp(now))},'
+        f'"endpoint":{_string(refusal.endpoint)},"decision":"refused","code":{refusal.code},'
+        f'"reason":{_string(refusal.reason)},"message":{_string(refusal.message)},'
+        f'"client":{{"address":{_string(refusal.peer)},"certificate":{_string(refusal.subject)}}}}}'
+    )
 
 
 def _rule(rule: str, action: str, path: str) -> str:
@@ -130,8 +143,15 @@ class AuditLog:
         _logs.add(self)
 
     def __call__(self, decision: Decision) -> None:
-        now = self._clock() if self._clock else None
-        text = line(decision, now)
+        self._append(line(decision, self._clock() if self._clock else None))
+
+    def refused(self, refusal: Refusal) -> None:
+        """A client refused by client authentication (``webhook.client_auth``)."""
+        self._append(refusal_line(refusal, self._clock() if self._clock else None))
+
+    def _append(self, text: str) -> None:
+        if not text.isascii():  # (C speed) a line of ASCII can be written to any stream
+            text = _utf8(text)
         stream = self._stream or sys.stdout  # looked up late, so a redirected stdout is honoured
         with self._lock:
             if stream is not self._target:
@@ -153,7 +173,7 @@ class AuditLog:
                 self._earlier, self._lines, self._chars = [], [], 0
             for stream, lines in batches:
                 if lines:
-                    stream.write("\n".join(lines) + "\n")  # whole lines: one write per batch
+                    _write(stream, lines)
                     stream.flush()
 
     def _forget(self) -> None:
@@ -164,6 +184,40 @@ class AuditLog:
         self._lines = []
         self._chars = 0
         self._earlier = []  # lines for a stream replaced since
+
+
+def _utf8(text: str) -> str:
+    """``text``, or, if it cannot be encoded as UTF-8 (a lone surrogate, which the parser
+    refuses, yet a line must never depend on that), the same record with every non-ASCII
+    character escaped: still one valid JSON line, readable back to the same values."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _escaped(text)
+    return text
+
+
+def _escaped(text: str) -> str:
+    """The line written with ASCII only (JSON ``\\u`` escapes), counted: whatever the stream's
+    encoding, it can be written."""
+    record_escaped_audit_line()
+    return json.dumps(json.loads(text), separators=(",", ":"))
+
+
+def _write(stream: TextIO, lines: list[str]) -> None:
+    """Whole lines, in one write per batch; if the stream cannot encode the batch (a stdout
+    that is not UTF-8), line by line, each line it cannot encode escaped: one line must never
+    take the others with it."""
+    try:
+        stream.write("\n".join(lines) + "\n")
+        return
+    except UnicodeEncodeError:  # raised before anything of the batch is written
+        pass
+    for text in lines:
+        try:
+            stream.write(text + "\n")
+        except UnicodeEncodeError:
+            stream.write(_escaped(text) + "\n")
 
 
 _logs: weakref.WeakSet[AuditLog] = weakref.WeakSet()

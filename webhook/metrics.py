@@ -20,6 +20,7 @@ Hooks for the other parts of the server (all cheap, safe from any thread):
 - ``observe_decision(decision)``: an ``Admission`` observer (requests, latency, findings).
 - ``record_conversion(from_version, to_version, result)``: one converted object of a
   ConversionReview; ``result`` is ``"success"`` or ``"failed"``.
+- ``record_escaped_audit_line()``: an audit line had to be escaped to be written (``webhook.audit``).
 - ``record_cache_sync(cache, when=None)``: a cluster-state cache (``"nodes"``,
   ``"resourcequotas"``, …) is in sync with the API server as of ``when`` (default: now); call it
   after every successful list and on every watch event or bookmark. ``/metrics`` reports the age.
@@ -90,6 +91,10 @@ class _Metrics:
         self.bad_requests = _Children(Counter(
             f"{PREFIX}_bad_requests_total", "Requests refused before any decision (malformed, too large, wrong type).",
             ["endpoint", "code"]))
+        self.escaped_audit_lines = _Children(Counter(
+            f"{PREFIX}_audit_lines_escaped_total",
+            "Audit lines that could not be written as they were (a character the output cannot encode) and were "
+            "written with every non-ASCII character escaped instead.", ["reason"]))
         self.conversions = _Children(Counter(
             f"{PREFIX}_conversions_total", "Objects converted between MPIJob versions, by result.",
             ["from_version", "to_version", "result"]))
@@ -112,6 +117,19 @@ class _Metrics:
             f"{PREFIX}_serving_certificate_expiration_timestamp_seconds",
             "notAfter of the serving certificate the server started with (Unix time).",
             multiprocess_mode="mostrecent")
+        self.connections = _Children(Gauge(
+            f"{PREFIX}_connections",
+            "Open client connections: pending (TLS handshake or first request head under way) and "
+            "established (sent a whole request head).", ["state"], multiprocess_mode="livesum"))
+        self.dropped_connections = _Children(Counter(
+            f"{PREFIX}_dropped_connections_total",
+            "Connections closed before they were served a request, by reason (deadline, evicted, "
+            "handshake_failed, untrusted_client_certificate, head_too_large).", ["reason"]))
+        self.refused_clients = _Children(Counter(
+            f"{PREFIX}_refused_clients_total",
+            "Admission and conversion requests refused because the client is not authenticated, by "
+            "endpoint and reason (handshake: its certificate was refused during the TLS handshake).",
+            ["endpoint", "reason"]))
 
 
 _lock = threading.Lock()
@@ -152,6 +170,27 @@ def observe_decision(decision: Decision) -> None:
 
 def record_bad_request(endpoint: str, code: int) -> None:
     _count("bad_requests", endpoint, str(code))
+
+
+def record_connections(pending: int, established: int) -> None:
+    """A worker's open connections (see ``webhook.connections``); set when they change."""
+    m = _metrics()
+    m.connections("pending").set(pending)
+    m.connections("established").set(established)
+
+
+def record_dropped_connection(reason: str, connection: object = None) -> None:
+    """A connection closed before it was served (``webhook.connections`` reasons)."""
+    _count("dropped_connections", reason)
+
+
+def record_refused_client(endpoint: str, reason: str) -> None:
+    """A request (or, endpoint ``handshake``, a TLS handshake) refused by client authentication."""
+    _count("refused_clients", endpoint, reason)
+
+
+def record_escaped_audit_line() -> None:
+    _count("escaped_audit_lines", "unencodable")
 
 
 def record_conversion(from_version: str, to_version: str, result: str) -> None:

@@ -14,7 +14,9 @@ What can go wrong, and what happens then:
   traffic because of a typo would turn a policy mistake into a cluster-wide outage.
 - the file disappears: the last good policy stays in force (and it is said so) until it is back.
 - the file is invalid at start-up: ``serve`` refuses to start (``load_at_startup``).
-- a worker (re)started while the file is invalid serves the policy the server started with.
+- a worker (re)started while the file is invalid or gone serves the last good policy, the one
+  the running workers serve: every successful load is kept where all the workers of the server
+  can read it (``webhook.last_good_policy``), and a new worker falls back on that.
 """
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from policies.config import PolicyError, PolicyProblem
-from policies.config.reader import default_policy, parse_policy
 from policies.config.layered_policy import DEFAULT_WEBHOOK_NAMESPACE, Policy
+from policies.config.reader import default_policy, parse_policy
 from webhook.input_files import UnreadablePolicyFile, missing
+from webhook.last_good_policy import KeptPolicy, LastGoodPolicy
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -39,8 +42,11 @@ log = logging.getLogger(__name__)
 DEFAULT_CHECK_SECONDS = 2.0
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
-# Policies validated by ``serve`` before gunicorn forks; workers inherit this and fall back on it.
+# Policies validated by ``serve`` before gunicorn forks; workers inherit this and fall back on it
+# when nothing was kept in the server's last-good store (or there is none).
 _startup_policies: dict[Path, Policy] = {}
+# The last-good store of each policy file, made by ``serve`` before gunicorn forks.
+_stores: dict[Path, LastGoodPolicy] = {}
 
 ReloadRecorder = Callable[..., None]
 
@@ -80,11 +86,21 @@ def _parse(data: bytes, path: Path, namespace: str | None) -> tuple[Policy, str]
     return policy, hashlib.sha256(data).hexdigest()[:12]
 
 
-def load_at_startup(path: Path) -> Policy:
+def load_at_startup(path: Path, keep: LastGoodPolicy | None = None) -> Policy:
     """Validate the policy file before the server starts (raises PolicyError); the workers it
-    forks fall back on this policy if the file turns invalid before they read it."""
-    policy, _ = read_policy(path)
-    _startup_policies[Path(path)] = policy
+    forks fall back on this policy if the file turns invalid before they read it. With ``keep``
+    the workers share their last good policy through it, starting with this one."""
+    path = Path(path)
+    fingerprint = _fingerprint(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    policy, digest = _parse(data, path, None)
+    _startup_policies[path] = policy
+    if keep is not None:
+        _stores[path] = keep
+        keep.keep(KeptPolicy(data, digest, time.time(), fingerprint[3] if fingerprint else 0))
     return policy
 
 
@@ -105,6 +121,7 @@ class _Loaded:
     policy: Policy
     digest: str | None  # None: the policy ``serve`` validated at start-up, not read here
     at: float
+    inherited: bool = False  # from the last-good store: loaded by a worker before this one
 
 
 class PolicySource:
@@ -112,7 +129,8 @@ class PolicySource:
 
     def __init__(self, path: Path, *, check_seconds: float = DEFAULT_CHECK_SECONDS,
                  fallback: Policy | None = None, namespace: str | None = None,
-                 record: ReloadRecorder | None = None, clock: Callable[[], float] = time.time) -> None:
+                 record: ReloadRecorder | None = None, clock: Callable[[], float] = time.time,
+                 keep: LastGoodPolicy | None = None) -> None:
         self.path = Path(path)
         self.check_seconds = check_seconds
         self._namespace = namespace
@@ -125,7 +143,8 @@ class PolicySource:
         self._error: str | None = None
         self._missing = False
         self._refusal: PolicyError | None = None
-        self._loaded: _Loaded | None = _Loaded(fallback, None, clock()) if fallback is not None else None
+        self._keep = keep
+        self._loaded: _Loaded | None = self._kept() or (_Loaded(fallback, None, clock()) if fallback is not None else None)
         self.refresh()
         if self._loaded is None:
             raise self._refusal or UnreadablePolicyFile(self.path, missing(self.path))
@@ -135,7 +154,19 @@ class PolicySource:
         from webhook import metrics
 
         return cls(path, check_seconds=check_seconds, fallback=_startup_policies.get(Path(path)),
-                   record=metrics.record_policy_reload)
+                   record=metrics.record_policy_reload, keep=_stores.get(Path(path)))
+
+    def _kept(self) -> _Loaded | None:
+        """The last good policy some worker of this server loaded, if one was kept."""
+        kept = self._keep.read() if self._keep is not None else None
+        if kept is None:
+            return None
+        try:
+            policy, _ = _parse(kept.text, self.path, self._namespace)
+        except PolicyError as exc:  # kept by a worker of another version of the code, say
+            log.warning("the last good policy kept for %s no longer loads: %s", self.path, exc.first_line())
+            return None
+        return _Loaded(policy, kept.digest, kept.loaded_at, inherited=True)
 
     # --- the hot path -----------------------------------------------------------------------
     def current(self) -> Policy:
@@ -164,17 +195,29 @@ class PolicySource:
             except PolicyError as exc:
                 return self._invalid(exc)
             loaded = self._loaded
-            if loaded is not None and loaded.digest == digest and self._error is None and not self._missing:
+            if (loaded is not None and not loaded.inherited and loaded.digest == digest and self._error is None
+                    and not self._missing):
                 return None  # touched, or the same content written again
             self._loaded = _Loaded(policy, digest, self._clock())
+            self._share(data, digest, fingerprint[3])
             recovered = self._error is not None or self._missing
             self._error, self._missing = None, False
             log.info("policy %s from %s (sha256 %s, %d override%s)%s",
-                     "loaded" if loaded is None or loaded.digest is None else "reloaded", self.path, digest,
+                     "loaded" if loaded is None or loaded.digest is None or loaded.inherited else "reloaded",
+                     self.path, digest,
                      len(policy.overrides), "" if len(policy.overrides) == 1 else "s",
                      "; the earlier problem is resolved" if recovered else "")
             self._report("success", loaded_at=self._loaded.at)
             return "success"
+
+    def _share(self, data: bytes, digest: str, version: int) -> None:
+        """Keep what just loaded for workers started later; a failure only loses that."""
+        if self._keep is None:
+            return
+        try:
+            self._keep.keep(KeptPolicy(data, digest, self._clock(), version))
+        except Exception:  # noqa: BLE001 - this worker serves the new policy whatever happens
+            log.exception("keeping the policy from %s for workers started later failed", self.path)
 
     def _gone(self) -> str | None:
         if self._missing:
@@ -205,6 +248,9 @@ class PolicySource:
             return "no policy"
         if loaded.digest is None:
             return "the policy the server started with"
+        if loaded.inherited:
+            return (f"the last good policy (loaded at {_when(loaded.at)}, sha256 {loaded.digest}, "
+                    "before this worker started)")
         return f"the policy loaded at {_when(loaded.at)} (sha256 {loaded.digest})"
 
     def _report(self, result: str, **details: float) -> None:

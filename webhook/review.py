@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -61,44 +61,79 @@ class AdmissionRequest:
         return self.group == "kubeflow.org" and self.kind == "MPIJob"
 
 
-def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_BODY_BYTES) -> bytes:
+def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_BODY_BYTES) -> bytearray:
     """The request body, refused (413) as soon as it is known to be longer than ``limit``: by
     its Content-Length before anything is read, or, for a body of unknown length (chunked), at
     byte ``limit + 1``: an endless body is never buffered beyond the limit. A body of known
-    length is read up to that length, with no read to learn that nothing follows."""
+    length is read up to that length, with no read to learn that nothing follows, straight into
+    one buffer of that size (no list of pieces joined into a second copy at the end)."""
     if declared_length is not None and declared_length > limit:
         raise BadReview(413, TOO_LARGE)
-    chunks: list[bytes] = []
+    if declared_length is None:
+        grown = bytearray()
+        while chunk := stream.read(min(_READ_STEP, limit + 1 - len(grown))):
+            grown += chunk
+            if len(grown) > limit:
+                raise BadReview(413, TOO_LARGE)
+        return grown
+    # calloc'd: pages the client never fills are never touched.
+    body = bytearray(declared_length)
     size = 0
-    while size != declared_length and (chunk := stream.read(min(64 * 1024, limit + 1 - size))):
-        size += len(chunk)
-        if size > limit:
-            raise BadReview(413, TOO_LARGE)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    with memoryview(body) as view:
+        while size < declared_length and (chunk := stream.read(min(_READ_STEP, declared_length - size))):
+            view[size:size + len(chunk)] = chunk
+            size += len(chunk)
+    if size < declared_length:  # a stream that ends early without saying so
+        del body[size:]
+    return body
 
 
-def read_json(body: bytes) -> Any:
+_READ_STEP = 64 * 1024
+
+
+def read_json(body: bytes | bytearray) -> Any:
+    """The JSON document in ``body``, or a BadReview saying why there is none. A bytearray is
+    emptied as soon as it is decoded: the body's bytes are not held while the document is built
+    from its text, and the text is let go once the document is built. (For a body near the 7 MiB
+    limit the three together would be a large part of what the request costs.)"""
     if not body:
         raise BadReview(400, "empty request body: expected an AdmissionReview or ConversionReview JSON document")
     encoding = _encoding(body)
     try:
-        # What json.loads does, with one decoder for all requests rather than one for each.
-        doc = _DECODER.decode(body.decode(encoding, "surrogatepass"))
+        # What json.loads does, but strict: json.loads lets UTF-8-encoded surrogates through
+        # ("surrogatepass"), which no client sends and no writer of that text downstream (audit
+        # log, stdout) can encode.
+        text = body.decode(encoding)
     except UnicodeDecodeError as exc:
         raise BadReview(400, f"request body is not UTF-8 text: {exc.reason}") from None
+    # The checks that read the bytes at C speed run now, before the bytes are let go; they
+    # count only once json has accepted the document (on anything else they mean nothing).
+    utf8 = body if encoding in ("utf-8", "utf-8-sig") else text.encode("utf-8")
+    too_deep = _nested_deeper_than(utf8, MAX_NESTING, "utf-8")
+    surrogate = lone_surrogate(utf8, "utf-8")
+    del utf8
+    if isinstance(body, bytearray):
+        body.clear()  # frees the buffer, whoever else refers to it
+    try:
+        # One decoder for all requests rather than one for each.
+        doc = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise BadReview(400, _json_problem(exc)) from None
     except RecursionError:
         raise BadReview(400, _TOO_DEEP) from None
     except ValueError as exc:  # a number too long to convert, NaN or Infinity
         raise BadReview(400, f"request body is not valid JSON: {str(exc).split(';')[0]}") from None
-    if _nested_deeper_than(body, MAX_NESTING, encoding):
+    finally:
+        del text
+    if too_deep:
         raise BadReview(400, _TOO_DEEP)
+    if surrogate is not None:
+        raise BadReview(400, f"request body holds {surrogate.decode()}, a lone UTF-16 surrogate escape (not part "
+                             "of a pair): it is no Unicode character, and no Kubernetes client sends one")
     return doc
 
 
-def _encoding(body: bytes) -> str:
+def _encoding(body: bytes | bytearray) -> str:
     """``json.detect_encoding(body)``, told at once for the usual body: a "{" and then a byte
     that is not NUL is UTF-8 (no byte order mark starts with "{", UTF-16 and UTF-32 put a NUL
     beside it)."""
@@ -127,29 +162,90 @@ _ESCAPE = re.compile(rb"\\.", re.DOTALL)
 _FEW_ESCAPES = 100
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_MARKS = bytes(b for b in range(256) if b not in b'[]{}"')
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}",:')
 
 
-def _nested_deeper_than(body: bytes, limit: int, encoding: str | None = None) -> bool:
+def _nested_deeper_than(body: bytes | bytearray, limit: int, encoding: str | None = None, *,
+                        piece_bytes: int = 1024 * 1024) -> bool:
     """Whether a body ``json.loads`` accepted nests objects and lists more than ``limit`` deep,
     read from its bytes at C speed (a walk of the decoded document costs more than the rules).
     No recursion and no pass per level: any shape up to the body limit is answered in
-    milliseconds."""
+    milliseconds. The bytes are read ``piece_bytes`` at a time: what is copied on the way is
+    a piece, not the whole body."""
     encoding = encoding or _encoding(body)
     if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16 or UTF-32, which json.loads also reads
         body = body.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
-    # Every escape drops out, so that every quote left opens or closes a string: one pass of a
-    # regular expression while escapes are few, as in any real review; bytes.replace when many.
-    body, escapes = _ESCAPE.subn(b"", body, count=_FEW_ESCAPES)
-    if escapes == _FEW_ESCAPES:
-        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")  # the only escapes that hide a quote
-    # Brackets ({ read as [) and quotes only: UTF-8 never has these bytes inside a character.
-    marks = body.translate(_BRACKETS, _NOT_MARKS)
+    marks = b"".join([_marks(piece) for piece in _pieces(body, piece_bytes)])
     # Two quotes in a row have nothing between them: dropping them leaves every other quote
     # opening or closing as before, and in most bodies no quote at all.
     marks = marks.replace(b'""', b"")
     if b'"' in marks:
         marks = b"".join(marks.split(b'"')[::2])  # brackets inside strings
     return len(marks) > 2 * limit and _balanced_within(limit).fullmatch(marks) is None
+
+
+def _pieces(body: bytes | bytearray, size: int) -> Iterator[bytes]:
+    """``body`` in consecutive pieces of about ``size`` bytes, none of which ends inside an
+    escape: a piece never ends on a backslash, so the next one never starts after one."""
+    start, end_of_body = 0, len(body)
+    while start < end_of_body:
+        end = min(start + size, end_of_body)
+        while end < end_of_body and body[end - 1] == 0x5C:  # a backslash
+            end += 1
+        yield bytes(body[start:end])
+        start = end
+
+
+def json_structure(body: bytes | bytearray, piece_bytes: int = 1024 * 1024) -> tuple[int, int]:
+    """(objects and lists, commas and colons) of a UTF-8 JSON body, outside its strings: how
+    many containers and values decoding it builds, read from the bytes at C speed and without
+    copying more than a piece of it. For a body json would refuse, some count (never an error);
+    for one in UTF-16 or UTF-32, every bracket, comma and colon byte, in strings or not."""
+    if _encoding(body) not in ("utf-8", "utf-8-sig"):
+        return body.count(b"{") + body.count(b"["), body.count(b",") + body.count(b":")
+    marks = b"".join([_marks(piece, _NOT_STRUCTURE) for piece in _pieces(body, piece_bytes)])
+    marks = marks.replace(b'""', b"")
+    if b'"' in marks:
+        marks = b"".join(marks.split(b'"')[::2])
+    return marks.count(b"["), marks.count(b",") + marks.count(b":")
+
+
+def _marks(piece: bytes, delete: bytes = _NOT_MARKS) -> bytes:
+    """The brackets ({ read as [) and the quotes of ``piece`` that delimit strings (and every
+    other byte ``delete`` keeps)."""
+    # Every escape drops out, so that every quote left opens or closes a string: one pass of a
+    # regular expression while escapes are few, as in any real review; bytes.replace when many.
+    piece, escapes = _ESCAPE.subn(b"", piece, count=_FEW_ESCAPES)
+    if escapes == _FEW_ESCAPES:
+        piece = piece.replace(b"\\\\", b"").replace(b'\\"', b"")  # the only escapes that hide a quote
+    # UTF-8 never has these bytes inside a character.
+    return piece.translate(_BRACKETS, delete)
+
+
+# A \\uD800-\\uDFFF escape: half of a UTF-16 pair, which JSON writes for characters beyond U+FFFF.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# In text where no escaped backslash is left: a high half and the low half that completes it, or
+# either half alone.
+_SURROGATES = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?:(\\u[dD][c-fC-F][0-9a-fA-F]{2}))?|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def lone_surrogate(body: bytes | bytearray, encoding: str | None = None) -> bytes | None:
+    """The first \\u escape of a UTF-16 surrogate that is not part of a pair in a body
+    ``json.loads`` accepted, or None. json reads one as a str that holds a lone surrogate, which
+    cannot be encoded (a log line that holds one fails to be written). One search at C speed
+    when, as in any real review, the body has no surrogate escape at all."""
+    encoding = encoding or _encoding(body)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        body = body.decode(encoding).encode("utf-8")
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return None
+    # After an escaped backslash, "\\ud800" is text, not an escape: escaped backslashes become a
+    # byte that neither starts nor pairs an escape, so every backslash left starts one.
+    for match in _SURROGATES.finditer(body.replace(b"\\\\", b"_")):
+        if match.group(1) is not None:
+            continue  # a pair: one character beyond U+FFFF
+        return match.group(0)[:6]
+    return None
 
 
 @functools.lru_cache(maxsize=4)

@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import ssl
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_content_length, get_input_stream
 
-from webhook import metrics, responses
+from webhook import client_auth, metrics, responses
 from webhook.conversion_review import parse_conversion_review
-from webhook.review import TOO_LARGE, BadReview, identify, parse_admission_review, read_body, read_json
+from webhook.body_budget import MiB, NoRoom, decoding_cost, reading_cost
 from webhook.responses import StatusBody
+from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, json_structure, parse_admission_review,
+                            read_body, read_json)
 from webhook.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -47,13 +51,34 @@ def _read_body() -> Any:
     # Not request.stream: werkzeug's own limit silently truncates a body longer than it.
     stream = get_input_stream(environ, max_content_length=None)
     declared_length = get_content_length(environ)
+    if declared_length is not None and declared_length > MAX_BODY_BYTES:
+        raise BadReview(413, TOO_LARGE)  # before taking any room for it
+    # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
+    # given back when the request has been answered (release_body_room).
+    budget = runtime().body_budget
+    deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
+    room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
     try:
         body = read_body(stream, declared_length)
+    except BadReview:
+        raise
     except ClientDisconnected:
         raise BadReview(400, f"request body ended before the {declared_length} bytes its Content-Length "
                              "announced: the client stalled or went away") from None
     except OSError as exc:  # the client stalled or went away (webhook.connections)
         raise BadReview(408, f"request body did not arrive: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the HTTP server refused the body's framing
+        # gunicorn raises its own parse errors (bad chunk size or terminator, bad trailer) only
+        # when the body is read, i.e. here: the client's mistake, not the webhook's.
+        framing = "chunked framing" if declared_length is None else "framing"
+        raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
+    cost = decoding_cost(body)
+    if cost > budget.capacity:
+        containers, separators = json_structure(body)
+        raise BadReview(413, f"request body would take about {cost // MiB} MiB of memory to decode ({len(body)} bytes: "
+                             f"{containers} objects and lists, {separators} commas and colons), more than the "
+                             f"{budget.capacity // MiB} MiB this server decodes at once; no AdmissionReview does")
+    room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
     # plain dict, rather than on flask.g, reached through a context-local proxy.
     review = environ[_REVIEW_KEY] = read_json(body)
@@ -61,7 +86,70 @@ def _read_body() -> Any:
 
 
 _REVIEW_KEY = "mpijob-webhook.review"
+_ROOM_KEY = "mpijob-webhook.body-room"
 ADMISSION_PATHS = ("/validate", "/mutate")
+# What the plain health port serves (webhook.connections): probes and Prometheus, nothing that
+# takes a request body. /metrics is served there only: it costs more than a probe and tells the
+# policy's rules and their counts, which the NetworkPolicy keeps to the monitoring stack.
+HEALTH_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
+
+
+@routes.before_app_request
+def check_client() -> Response | None:
+    """Which port the request came on, and whether its client may call this endpoint."""
+    environ = request.environ
+    sock = environ.get("gunicorn.socket")
+    if sock is None:  # not under gunicorn (the Flask test client): every route, no client check
+        return None
+    path = environ.get("PATH_INFO", "")
+    if not isinstance(sock, ssl.SSLSocket):
+        if path in HEALTH_PATHS:
+            return None
+        return _json(status_body(404, "NotFound", f"{path} is not served on the health port; "
+                                 "admission and conversion are served over TLS only"), 404)
+    if path == "/metrics":
+        return _json(status_body(404, "NotFound", "/metrics is served on the health port (--health-port)"), 404)
+    auth = runtime().client_auth
+    if auth is None or path not in auth.paths:
+        return None
+    peer = environ.get("REMOTE_ADDR", "")
+    refusal = client_auth.check(auth, sock, path, f"{peer}:{environ.get('REMOTE_PORT', '')}")
+    if refusal is None:
+        return None
+    client_auth.refuse(refusal)
+    reason = "Unauthorized" if refusal.code == 401 else "Forbidden"
+    return _json(status_body(refusal.code, reason, refusal.message), refusal.code)
+
+
+# The API server tells the webhook how long it waits, as a Go duration: ?timeout=10s.
+_TIMEOUT_PARAMETER = re.compile(r"(?:^|&)timeout=([0-9.a-zµ%]+)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Of the API server's timeout, what is left for reading, deciding and answering after a wait.
+ANSWER_MARGIN = 1.0
+
+
+def requested_wait(query: str) -> float | None:
+    """Seconds the client may still wait for a body to get room: its ``timeout`` query
+    parameter (the API server's webhook timeout) less ``ANSWER_MARGIN``; None if it gives none."""
+    found = _TIMEOUT_PARAMETER.search(query) if query else None
+    if found is None:
+        return None
+    text = found.group(1).replace("%C2%B5", "µ")
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + unit for n, unit in parts) != text:
+        return None  # not a Go duration: ignored, as anything else in the query is
+    return sum(float(n) * _SECONDS[unit] for n, unit in parts) - ANSWER_MARGIN
+
+
+@routes.teardown_app_request
+def release_body_room(error: BaseException | None = None) -> None:
+    """The request is answered: its document goes, and so does the room it held."""
+    environ = request.environ
+    environ.pop(_REVIEW_KEY, None)
+    room = environ.pop(_ROOM_KEY, None)
+    if room is not None:
+        room.release()
 
 
 @routes.post("/validate")
@@ -101,6 +189,34 @@ def bad_review(exc: BadReview) -> Response:
     metrics.record_bad_request(request.path.lstrip("/"), exc.status)
     reasons = {400: "BadRequest", 408: "Timeout", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
     return _json(status_body(exc.status, reasons.get(exc.status, "BadRequest"), exc.message), exc.status)
+
+
+@routes.app_errorhandler(NoRoom)
+def no_room(exc: NoRoom) -> Response:
+    """429 with Retry-After: client-go (the API server's webhook client) waits and sends the
+    request again within its own timeout, as it does for the API server's own load shedding."""
+    metrics.record_bad_request(request.path.lstrip("/"), 429)
+    _discard_body(request.environ)
+    body = status_body(429, "TooManyRequests", exc.message)
+    body["details"] = {"retryAfterSeconds": exc.retry_after}
+    answer = _json(body, 429)
+    answer.headers["Retry-After"] = str(exc.retry_after)
+    return answer
+
+
+def _discard_body(environ: dict[str, Any]) -> None:
+    """Read what is left of a body of known length (at most the body limit), keeping none of
+    it: a client still sending a body it was refused before it was read gets the answer, not a
+    reset connection, and the connection can carry its next request."""
+    length = get_content_length(environ)
+    if length is None or length > MAX_BODY_BYTES:
+        return  # a chunked or oversized body: the connection is closed instead
+    stream = get_input_stream(environ, max_content_length=None)
+    try:
+        while stream.read(64 * 1024):
+            pass
+    except Exception:  # noqa: BLE001 - a client gone or cut at its deadline: nothing to answer then
+        pass
 
 
 @routes.app_errorhandler(HTTPException)

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from policies.cluster_view import NO_CLUSTER, ClusterView
 from policies.config.layered_policy import Policy
 from webhook.admission import Admission
+from webhook.client_auth import ClientAuthentication
+from webhook.body_budget import BodyBudget
 from webhook.conversion_review import ConversionWebhook
 
 # A readiness check answers (ready, detail); detail is shown on /readyz.
@@ -19,6 +21,10 @@ class Runtime:
     admission: Admission
     conversion: ConversionWebhook = field(default_factory=ConversionWebhook)
     readiness_checks: dict[str, ReadinessCheck] = field(default_factory=dict)
+    # serve --client-ca-file: who may call the admission and conversion endpoints (None: anyone).
+    client_auth: ClientAuthentication | None = None
+    # The memory request bodies may take at once in this process (webhook.body_budget).
+    body_budget: BodyBudget = field(default_factory=BodyBudget)
 
     def readiness(self) -> tuple[bool, dict[str, dict[str, object]]]:
         results = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -11,19 +12,33 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from webhook.bootstrap import ServeOptions
-from webhook.connections import bounded_clients
+from webhook import client_auth, metrics
+from webhook.connections import Connection, bounded_clients
 from webhook.tls import check_serving_certificate, reloading_ssl_context
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
     return {
-        "bind": f"[{options.host}]:{options.port}" if ":" in options.host else f"{options.host}:{options.port}",
+        # The TLS port, and the plain health port (probes and Prometheus: webhook.routes).
+        "bind": [_address(options.host, options.port), _address(options.host, options.health_port)],
         "certfile": str(options.cert_file),
         "keyfile": str(options.key_file),
+        # --client-ca-file: ask every client for a certificate, verified against this CA when given
+        # (the admission endpoints then require one: webhook.client_auth).
+        **({"ca_certs": str(options.client_ca_file), "cert_reqs": ssl.CERT_OPTIONAL}
+           if options.client_ca_file is not None else {}),
         "on_starting": check_serving_certificate,
-        # gthread, with slow and idle clients bounded (webhook.connections); renewed certificates
-        # (Secret volume updates) are served without a restart.
-        **bounded_clients(options.client_timeout, reloading_ssl_context()),
+        # gthread, with handshakes and request heads read in the worker's event loop and every
+        # client bounded (webhook.connections); renewed certificates (Secret volume updates) are
+        # served without a restart.
+        **bounded_clients(options.client_timeout, reloading_ssl_context(),
+                          max_pending=options.max_pending_connections,
+                          plain_ports=frozenset((options.health_port,)),
+                          on_dropped=_dropped, on_counts=metrics.record_connections),
         # HTTP/2 would hold a thread for a connection's whole life.
         "http_protocols": "h1",
         "workers": options.workers,
@@ -47,6 +62,12 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         # disk cannot stall the heartbeat.
         "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
     }
+
+
+def _dropped(reason: str, connection: Connection) -> None:
+    metrics.record_dropped_connection(reason)
+    if reason == "untrusted_client_certificate":
+        client_auth.refused_handshake(connection.peer())
 
 
 class WebhookServer(BaseApplication):

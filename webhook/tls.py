@@ -33,7 +33,9 @@ def reloading_ssl_context() -> SSLContextHook:
                 if not reloading:
                     reloading.append(ReloadingServerContext(
                         conf.certfile, conf.keyfile, default_ssl_context_factory, log=log,
-                        on_reload=metrics.set_certificate_expiry))
+                        on_reload=metrics.set_certificate_expiry,
+                        # --client-ca-file (gunicorn's ca_certs): renewed CAs are trusted without a restart
+                        also_watch=(conf.ca_certs,) if conf.ca_certs else ()))
         return reloading[0].context()
 
     return ssl_context
@@ -49,6 +51,12 @@ def check_serving_certificate(server: Any) -> None:
     except (OSError, ssl.SSLError) as exc:
         server.log.error("cannot serve certificate %s with key %s: %s", cert_file, key_file, exc)
         raise SystemExit(1) from None
+    if server.cfg.ca_certs:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_verify_locations(cafile=server.cfg.ca_certs)
+        except (OSError, ssl.SSLError) as exc:
+            server.log.error("cannot load the client CA %s: %s", server.cfg.ca_certs, exc)
+            raise SystemExit(1) from None
     description = describe_serving_cert(cert_file)
     if expires_soon(cert_file):
         server.log.warning("serving certificate: %s; it expires in less than %s days, renew it",

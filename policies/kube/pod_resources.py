@@ -28,8 +28,9 @@ from typing import Any
 
 from policies.interface import RuleContext
 from policies.cluster_view import SnapshotMemo
-from policies.mpijob.reading import REPLICA_TYPES, WORKER, pod_spec, replica_count, replica_path, replica_specs
+from policies.mpijob.reading import LAUNCHER, WORKER, pod_spec, replica_path
 from policies.kube.quantities import format_quantity, is_extended, quantity_or_none
+from policies.workload import ContainerRef, PodGroup, Role, Source, Workload, request_workload, workload_of
 
 Resources = dict[str, Decimal]
 # Where a value came from: "" for the container spec, else the LimitRange that defaulted it.
@@ -201,6 +202,19 @@ class ContainerResources:
     defaulted_limits: Mapping[str, str] = field(default_factory=dict)
     init: bool = False
     sidecar: bool = False  # an init container with restartPolicy Always: runs beside the others
+    # Where its resources were written, when not in the container itself (``path``.resources):
+    # a TrainJob's ``spec.trainer.resourcesPerNode``
+    resources_at: Source | None = None
+
+    def resources_source(self) -> Source:
+        """Where the user writes this container's ``resources``."""
+        return Source(f"{self.path}.resources") if self.resources_at is None else self.resources_at
+
+    def resource_source(self, side: str, resource: str) -> Source:
+        """Where the user writes ``side`` (requests | limits) of ``resource`` for this container."""
+        if self.resources_at is None:
+            return Source(f"{self.path}.resources.{side}[{resource}]")
+        return self.resources_at.child(f"{side}[{resource}]")
 
 
 @dataclass(frozen=True)
@@ -224,10 +238,21 @@ class PodResources:
     # The pod template's spec (``template.spec``) it was derived from: what else rules read of
     # the pod (placement, quota scopes) without walking the job again.
     template: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    role: Role = Role.WORKER
+    # Where the pod template was written (``spec.mpiReplicaSpecs[Worker].template.spec``); None
+    # for a pod made from a bare replica spec (``pod_resources``), which is an MPIJob's
+    template_source: Source | None = field(default=None, repr=False, compare=False)
 
     @property
     def path(self) -> str:
         return replica_path(self.replica_type)
+
+    @property
+    def template_at(self) -> Source:
+        """``template_source``, for any pod."""
+        if self.template_source is None:
+            return Source(f"{self.path}.template.spec")
+        return self.template_source
 
     def defaulted_by(self, resource: str) -> tuple[str, ...]:
         """LimitRanges that set a request of ``resource`` on some container of this pod."""
@@ -236,7 +261,7 @@ class PodResources:
 
 
 def effective_container(path: str, container: Mapping[str, Any], defaults: ContainerDefaults,
-                        *, init: bool = False) -> ContainerResources:
+                        *, init: bool = False, resources_at: Source | None = None) -> ContainerResources:
     limits: Resources = {}
     requests: Resources = {}
     resources = container.get("resources")
@@ -263,7 +288,8 @@ def effective_container(path: str, container: Mapping[str, Any], defaults: Conta
             requests[resource] = value
             defaulted_requests[resource] = source
     return ContainerResources(path, str(container.get("name") or ""), requests, limits, defaulted_requests,
-                              defaulted_limits, init, init and container.get("restartPolicy") == "Always")
+                              defaulted_limits, init, init and container.get("restartPolicy") == "Always",
+                              resources_at)
 
 
 def container_problems(container: ContainerResources) -> list[ResourceProblem]:
@@ -354,43 +380,57 @@ def _add(into: Resources, values: Mapping[str, Decimal]) -> None:
 
 def pod_resources(replica_type: str, replica: Mapping[str, Any] | None,
                   items: Sequence[LimitRangeItem]) -> PodResources:
-    return _pod_resources(replica_type, replica, container_defaults(items))
-
-
-def _pod_resources(replica_type: str, replica: Mapping[str, Any] | None, defaults: ContainerDefaults) -> PodResources:
+    """The pod of one MPIJob replica spec (``replica_type``: Launcher | Worker)."""
     template = pod_spec(replica)
     base = f"{replica_path(replica_type)}.template.spec"
+    refs = [ContainerRef(c, f"{base}.{key}[{index}]", key == "initContainers")
+            for key in ("initContainers", "containers") for index, c in enumerate(template.get(key) or ())
+            if _is_mapping(c)]
+    role = Role.LAUNCHER if replica_type == LAUNCHER else Role.WORKER
+    return _pod_resources(replica_type, role, template, tuple(refs), Source(base), container_defaults(items))
+
+
+def group_resources(group: PodGroup, defaults: ContainerDefaults) -> PodResources:
+    """The pod of one pod group of a workload, with ``defaults`` (a LimitRange's) applied."""
+    return _pod_resources(group.name, group.role, group.template, group.containers, group.template_source, defaults)
+
+
+def _pod_resources(name: str, role: Role, template: Mapping[str, Any], refs: Sequence[ContainerRef],
+                   template_source: Source, defaults: ContainerDefaults) -> PodResources:
     # The API server (LimitRanger and validation) walks init containers after containers; the
     # pod totals depend only on the relative order of init containers.
-    found = [effective_container(f"{base}.containers[{index}]", c, defaults)
-             for index, c in enumerate(template.get("containers") or ()) if _is_mapping(c)]
-    init = template.get("initContainers")
-    if init:
-        found += [effective_container(f"{base}.initContainers[{index}]", c, defaults, init=True)
-                  for index, c in enumerate(init) if _is_mapping(c)]
+    found = [effective_container(ref.path, ref.container, defaults, resources_at=ref.resources)
+             for ref in refs if not ref.init]
+    has_init = len(found) < len(refs)
+    if has_init:
+        found += [effective_container(ref.path, ref.container, defaults, init=True, resources_at=ref.resources)
+                  for ref in refs if ref.init]
     problems: list[ResourceProblem] = []
     for container in found:
         problems += container_problems(container)
     pod_containers = tuple(found)
-    if len(found) == 1 and not init:  # one app container, the usual pod: its values are the pod's
-        return PodResources(replica_type, pod_containers, found[0].requests, found[0].limits, tuple(problems),
-                            template)
-    return PodResources(replica_type, pod_containers, pod_totals(pod_containers, "requests"),
-                        pod_totals(pod_containers, "limits"), tuple(problems), template)
+    if len(found) == 1 and not has_init:  # one app container, the usual pod: its values are the pod's
+        return PodResources(name, pod_containers, found[0].requests, found[0].limits, tuple(problems),
+                            template, role, template_source)
+    return PodResources(name, pod_containers, pod_totals(pod_containers, "requests"),
+                        pod_totals(pod_containers, "limits"), tuple(problems), template, role, template_source)
 
 
 # --- the whole job ------------------------------------------------------------------------
 
 @dataclass(slots=True)
 class JobPods:
-    """Each pod shape of the job and how many pods of it the operator creates."""
+    """Each pod shape of the job and how many pods of it the controller creates."""
 
-    pods: Mapping[str, PodResources]  # replica type → pod
-    counts: Mapping[str, int]  # replica type → number of pods
+    pods: Mapping[str, PodResources]  # group name (an MPIJob's replica type) → pod
+    counts: Mapping[str, int]  # group name → number of pods
 
     @property
     def workers(self) -> int:
-        return self.counts.get(WORKER, 0)
+        for name, pod in self.pods.items():
+            if pod.role is Role.WORKER:
+                return self.counts[name]
+        return 0
 
     def __iter__(self) -> Iterator[PodResources]:
         return iter(self.pods.values())
@@ -401,20 +441,16 @@ class JobPods:
 
 
 def job_pods(job: Mapping[str, Any], limit_ranges: Iterable[Mapping[str, Any]]) -> JobPods:
-    return _job_pods(job, container_defaults(limit_range_items(limit_ranges)))
+    return workload_pods(workload_of(job), container_defaults(limit_range_items(limit_ranges)))
 
 
-def _job_pods(job: Mapping[str, Any], defaults: ContainerDefaults) -> JobPods:
+def workload_pods(workload: Workload, defaults: ContainerDefaults) -> JobPods:
     pods: dict[str, PodResources] = {}
     counts: dict[str, int] = {}
-    specs = replica_specs(job)
-    for replica_type in REPLICA_TYPES:
-        replica = specs.get(replica_type)
-        if not _is_mapping(replica):
-            continue
-        pods[replica_type] = _pod_resources(replica_type, replica, defaults)
-        # The operator always runs exactly one launcher; the worker count may be anything.
-        counts[replica_type] = max(replica_count(replica), 0) if replica_type == WORKER else 1
+    for group in (workload.launcher, workload.workers):
+        if group.present:
+            pods[group.name] = group_resources(group, defaults)
+            counts[group.name] = group.pods
     return JobPods(pods, counts)
 
 
@@ -426,32 +462,34 @@ def request_limit_ranges(ctx: RuleContext) -> NamespaceLimits:
 
 
 def request_pods(ctx: RuleContext, *, limit_ranges: bool = True) -> JobPods:
-    """``job_pods`` of the request's job with its namespace's LimitRanges applied (or, with
+    """``job_pods`` of the request's workload with its namespace's LimitRanges applied (or, with
     ``limit_ranges=False``, as written), computed once per request: several rules read them.
     Without LimitRange defaults both are the same pods, derived once."""
     if limit_ranges:
         return ctx.derived("pods", lambda: _defaulted_pods(ctx))
-    return ctx.derived("pods-as-written", lambda: _job_pods(ctx.job, NO_DEFAULTS))
+    return ctx.derived("pods-as-written", lambda: workload_pods(request_workload(ctx), NO_DEFAULTS))
 
 
 def _defaulted_pods(ctx: RuleContext) -> JobPods:
     defaults = request_limit_ranges(ctx).defaults
     if not (defaults.limits or defaults.requests):
         return request_pods(ctx, limit_ranges=False)
-    return _job_pods(ctx.job, defaults)
+    return workload_pods(request_workload(ctx), defaults)
 
 
-def request_pod_as_written(ctx: RuleContext, replica_type: str) -> PodResources | None:
-    """``request_pods(ctx, limit_ranges=False).pods.get(replica_type)``. Where the pods with
-    LimitRange defaults differ (and are derived anyway), only this pod is derived as written:
-    a rule about GPUs need not derive a launcher without any as well."""
+def request_pod_as_written(ctx: RuleContext, name: str) -> PodResources | None:
+    """``request_pods(ctx, limit_ranges=False).pods.get(name)``. Where the pods with LimitRange
+    defaults differ (and are derived anyway), only this pod is derived as written: a rule about
+    GPUs need not derive a launcher without any as well."""
     if ctx.cluster.available:
         defaults = request_limit_ranges(ctx).defaults
         if not (defaults.limits or defaults.requests):
-            return request_pods(ctx, limit_ranges=False).pods.get(replica_type)
-    return ctx.derived(("pod-as-written", replica_type), lambda: _written_pod(ctx.job, replica_type))
+            return request_pods(ctx, limit_ranges=False).pods.get(name)
+    return ctx.derived(("pod-as-written", name), lambda: _written_pod(request_workload(ctx), name))
 
 
-def _written_pod(job: Mapping[str, Any], replica_type: str) -> PodResources | None:
-    replica = replica_specs(job).get(replica_type)
-    return _pod_resources(replica_type, replica, NO_DEFAULTS) if _is_mapping(replica) else None
+def _written_pod(workload: Workload, name: str) -> PodResources | None:
+    for group in (workload.launcher, workload.workers):
+        if group.name == name and group.present:
+            return group_resources(group, NO_DEFAULTS)
+    return None

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from policies.cluster_view import SnapshotMemo
-from policies.mpijob.reading import GROUP, LAUNCHER, WORKER, pod_spec, spec
+from policies.mpijob.reading import GROUP, pod_spec
 from policies.kube.quantities import is_extended
 from policies.kube.pod_resources import (
     HUGEPAGES_PREFIX,
@@ -23,9 +23,12 @@ from policies.kube.pod_resources import (
     JobPods,
     PodResources,
     Resources,
-    job_pods,
+    container_defaults,
+    limit_range_items,
     parse_resources,
+    workload_pods,
 )
+from policies.workload import Role, workload_of
 
 MPIJOB_COUNT = f"count/mpijobs.{GROUP}"
 POD_COUNTS = ("pods", "count/pods")
@@ -252,69 +255,19 @@ def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
     per_pod: dict[str, Resources] = {}
     for pod in pods:
         if not (quota.scopes or quota.selector) or quota_matches_pod(quota, pod.facts):
-            per_pod[pod.pod.replica_type] = pod.usage
-    return Charge(per_pod.get(LAUNCHER, {}), per_pod.get(WORKER, {}), workers)
+            per_pod[pod.pod.role] = pod.usage
+    return Charge(per_pod.get(Role.LAUNCHER, {}), per_pod.get(Role.WORKER, {}), workers)
 
 
 def charge(pods: JobPods, quota: Quota) -> Charge:
     return charge_of(pod_charges(pods), pods.workers, quota)
 
 
-# --- other jobs of the namespace ----------------------------------------------------------
-
-def _conditions(job: Mapping[str, Any]) -> dict[str, str]:
-    status = job.get("status") or {}
-    return {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or ()
-            if isinstance(c, Mapping)}
-
-
-def is_finished(job: Mapping[str, Any]) -> bool:
-    conditions = _conditions(job)
-    return conditions.get("Succeeded") == "True" or conditions.get("Failed") == "True"
-
-
-def is_suspended(job: Mapping[str, Any]) -> bool:
-    return bool((spec(job).get("runPolicy") or {}).get("suspend"))
-
-
-def is_active(job: Mapping[str, Any]) -> bool:
-    """Holding (or about to hold) resources in this cluster: not finished, suspended or deleted."""
-    metadata = job.get("metadata") or {}
-    managed_by = (spec(job).get("runPolicy") or {}).get("managedBy")
-    return not (is_finished(job) or is_suspended(job) or metadata.get("deletionTimestamp")
-                or managed_by not in (None, "", "kubeflow.org/mpi-operator"))
-
-
-def pods_not_created_yet(job: Mapping[str, Any]) -> bool:
-    """True while the MPI operator has not created the job's pods, so the quota's ``status.used``
-    does not include them yet.
-
-    Read from the MPIJob's status, which the operator writes only at the *end* of a successful
-    sync — after it created the worker pods (and, with ``AtStartup``, the launcher):
-
-    - no condition at all: the operator has not completed a sync of this job (new, or its pod
-      creation keeps failing, e.g. refused by this very quota);
-    - ``Suspended`` still True although ``spec.runPolicy.suspend`` is false: just resumed (Kueue
-      admitted it), and the operator has not created the pods yet.
-
-    The rare window where pods exist but the status is not written yet counts a job twice
-    (cautious); a ``WaitForWorkersReady`` launcher created later is not counted.
-    """
-    if not is_active(job):
-        return False
-    conditions = _conditions(job)
-    return not conditions or conditions.get("Suspended") == "True"
-
-
 # --- the namespace as quotas see it, derived once per change ------------------------------
-
-def job_name(job: Mapping[str, Any]) -> str:
-    return (job.get("metadata") or {}).get("name") or ""
-
 
 @dataclass(frozen=True)
 class InFlight:
-    """What the MPIJobs accepted but not started yet will charge one quota, by job name."""
+    """What the jobs accepted but not started yet will charge one quota, by job name."""
 
     charges: Mapping[str, Charge]
     totals: Mapping[str, Decimal]  # per resource the quota tracks
@@ -339,7 +292,7 @@ class InFlight:
 @dataclass(frozen=True)
 class NamespaceQuotas:
     """A namespace's quotas (sorted by name), each with what is in flight against it, and the
-    names of its MPIJobs whose pods are running (already in ``status.used``)."""
+    names of its jobs whose pods are running (already in ``status.used``)."""
 
     quotas: tuple[Quota, ...]
     in_flight: tuple[InFlight, ...]  # one per quota
@@ -347,7 +300,7 @@ class NamespaceQuotas:
     # Picked out once, as a namespace's quotas are read by many requests:
     # the quotas that make containers state cpu or memory (``Quota.must_specify``)
     must_specify: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
-    # the quotas without scopes that count MPIJobs
+    # the quotas without scopes that count MPIJobs (``object_counts``)
     job_counts: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -355,20 +308,34 @@ class NamespaceQuotas:
         object.__setattr__(self, "job_counts", tuple(q for q in self.quotas
                                                      if not q.scoped and MPIJOB_COUNT in q.hard))
 
+    def object_counts(self, resource: str) -> tuple[Quota, ...]:
+        """The quotas without scopes that count ``resource``: ``count/mpijobs.kubeflow.org``, or
+        the object count of another API's jobs."""
+        if resource == MPIJOB_COUNT:
+            return self.job_counts
+        return tuple(q for q in self.quotas if not q.scoped and resource in q.hard)
+
     def running_besides(self, name: str) -> int:
         return sum(1 for n in self.running if n != name)
 
 
 def _namespace_quotas(quota_objects: Iterable[Mapping[str, Any]], limit_ranges: Iterable[Mapping[str, Any]],
-                      jobs: Iterable[Mapping[str, Any]]) -> NamespaceQuotas:
+                      *jobs: Iterable[Mapping[str, Any]]) -> NamespaceQuotas:
+    """``jobs``: the namespace's jobs, one sequence per API the webhook guards, each job read
+    through its workload view (so in-flight charges count workloads, whatever their API)."""
     parsed = tuple(quotas(quota_objects))
-    starting = [(job_name(j), job_pods(j, limit_ranges)) for j in jobs if pods_not_created_yet(j)]
-    in_flight = tuple(InFlight.of({name: charge(pods, quota) for name, pods in starting}, quota)
-                      for quota in parsed)
-    running = tuple(job_name(j) for j in jobs if is_active(j) and not pods_not_created_yet(j))
+    workloads = [workload_of(job) for listed in jobs for job in listed]
+    starting = [w for w in workloads if w.lifecycle.pods_not_created_yet]
+    if starting:
+        defaults = container_defaults(limit_range_items(limit_ranges))
+        pods = [(w.name, workload_pods(w, defaults)) for w in starting]
+    else:
+        pods = []
+    in_flight = tuple(InFlight.of({name: charge(job, quota) for name, job in pods}, quota) for quota in parsed)
+    running = tuple(w.name for w in workloads if w.lifecycle.active and not w.lifecycle.pods_not_created_yet)
     return NamespaceQuotas(parsed, in_flight, running)
 
 
-# Keyed on the ClusterView's snapshots of the namespace's quotas, LimitRanges and MPIJobs: parsed
+# Keyed on the ClusterView's snapshots of the namespace's quotas, LimitRanges and jobs: parsed
 # again only when one of them changed. Sized for the namespaces that submit jobs at one time.
 namespace_quotas: SnapshotMemo[NamespaceQuotas] = SnapshotMemo(_namespace_quotas, size=2048)

@@ -5,11 +5,8 @@ fields the CRD schema declares; they still treat every field as optional.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from policies.interface import RuleContext
+from collections.abc import Mapping
+from typing import Any
 
 LAUNCHER = "Launcher"
 WORKER = "Worker"
@@ -47,58 +44,3 @@ def pod_spec(replica: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not replica:
         return {}
     return (replica.get("template") or {}).get("spec") or {}
-
-
-def worker_replicas(job: Job) -> int:
-    """Worker count as the operator sees it: an omitted ``replicas`` is 0, not 1."""
-    return replica_count(replica_spec(job, WORKER))
-
-
-def replica_count(replica: Mapping[str, Any] | None) -> int:
-    """A replica spec's ``replicas``; 0 when omitted or not a number."""
-    if not replica:
-        return 0
-    replicas = replica.get("replicas")
-    return replicas if isinstance(replicas, int) else 0
-
-
-def containers(
-    replica: Mapping[str, Any] | None, base_path: str, *, init: bool = False
-) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(field path, container) pairs of one replica's pod template, in order."""
-    pod = pod_spec(replica)
-    keys = ("initContainers", "containers") if init else ("containers",)
-    for key in keys:
-        for index, container in enumerate(pod.get(key) or ()):
-            yield f"{base_path}.template.spec.{key}[{index}]", container
-
-
-def all_containers(job: Job, *, init: bool = True) -> Iterator[tuple[str, str, Mapping[str, Any]]]:
-    """(replica type, field path, container) for every container of every known replica."""
-    return iter(_all_containers(job, ("initContainers", "containers") if init else ("containers",)))
-
-
-def request_containers(ctx: RuleContext) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
-    """``all_containers`` of the request's job, walked once per request: several rules read them."""
-    return ctx.derived("containers", lambda: _all_containers(ctx.job, ("initContainers", "containers")))
-
-
-def _all_containers(job: Job, keys: tuple[str, ...]) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
-    specs = replica_specs(job)
-    found = []
-    for replica_type in REPLICA_TYPES:
-        pod, base = pod_spec(specs.get(replica_type)), f"{replica_path(replica_type)}.template.spec"
-        for key in keys:
-            listed = pod.get(key)
-            if listed:
-                found += [(replica_type, f"{base}.{key}[{index}]", c) for index, c in enumerate(listed)]
-    return tuple(found)
-
-
-def display_name(job: Job) -> str:
-    meta = metadata(job)
-    return meta.get("name") or meta.get("generateName") or ""
-
-
-def queue_name(job: Job) -> str | None:
-    return (metadata(job).get("labels") or {}).get(QUEUE_LABEL)

@@ -20,7 +20,6 @@ from functools import lru_cache
 from typing import Any
 
 from policies.interface import Action, Finding, Problem, RuleContext
-from policies.mpijob.reading import LAUNCHER, WORKER, replica_spec, request_containers, spec
 from policies.messages import plural
 from policies.rules.worker_count import WorkerCount, WorkerCountParams
 from policies.kube.quantities import BadQuantity, is_extended, is_gpu, quantity
@@ -32,6 +31,7 @@ from policies.kube.pod_resources import (
     request_limit_ranges,
     request_pod_as_written,
 )
+from policies.workload import ContainerRef, PodGroup, Role, Workload, request_workload
 
 
 @dataclass(frozen=True)
@@ -69,83 +69,87 @@ class GpusPerWorker:
     needs_cluster = False
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        named: dict[str, Mapping[str, Any]] = {}
-        with_devices: set[str] = set()  # replica types; the pods of the others have nothing here to check
-        for replica_type, path, container in request_containers(ctx):
-            if _names_devices(container):
-                named[path] = container
-                with_devices.add(replica_type)
+        workload = request_workload(ctx)
+        named: dict[str, ContainerRef] = {}  # container path → container
+        with_devices: list[PodGroup] = []  # the pods of the others have nothing here to check
+        for group, container in workload.containers():
+            if _names_devices(container.container):
+                named[container.path] = container
+                if not with_devices or with_devices[-1] is not group:
+                    with_devices.append(group)
         if not named:
             return []  # most jobs: without extended resources and GPUs nothing below can apply
         findings: list[Finding] = []
         not_whole: set[tuple[str, str]] = set()  # (container path, resource) already reported
         for path, container in named.items():
-            for finding, resource in self._whole_amounts(path, container):
+            for finding, resource in self._whole_amounts(container):
                 not_whole.add((path, resource))
                 findings.append(finding)
-        rank_pods = (WORKER, LAUNCHER) if spec(ctx.job).get("runLauncherAsWorker") else (WORKER,)
-        for replica_type in (LAUNCHER, WORKER):
-            if replica_type not in with_devices:
-                continue
-            pod = request_pod_as_written(ctx, replica_type)  # the spec alone: LimitRanges are not ours
+        rank_groups = workload.rank_groups()
+        for group in with_devices:
+            pod = request_pod_as_written(ctx, group.name)  # the spec alone: LimitRanges are not ours
             if pod is None:
                 continue
             for problem in pod.problems:
                 if is_extended(problem.resource) and (problem.container.path, problem.resource) not in not_whole:
-                    findings.append(self._spec_problem(problem, named[problem.container.path]))
-            if replica_type in rank_pods:
-                findings += self._pod_maximum(ctx, pod)
+                    findings.append(self._spec_problem(problem, named[problem.container.path].container))
+            if group in rank_groups:
+                findings += self._pod_maximum(ctx, workload, pod)
         return findings
 
     # --- per container -------------------------------------------------------------------------
-    def _whole_amounts(self, path: str, container: Mapping[str, Any]) -> list[tuple[Finding, str]]:
+    def _whole_amounts(self, container: ContainerRef) -> list[tuple[Finding, str]]:
         """Extended resources come in whole units of 0 or more."""
         found = []
-        resources = container.get("resources") or {}
+        resources = container.container.get("resources") or {}
         for kind in ("limits", "requests"):
             for resource, value in sorted((resources.get(kind) or {}).items()):
                 if is_extended(resource) and not _is_whole(value):
-                    field_path = f"{path}.resources.{kind}[{resource}]"
-                    found.append((Finding(self.id, field_path,
-                                          f"{resource} is counted in whole units of 0 or more; set {field_path} "
-                                          "to a whole number such as 1", Problem.INVALID, value), resource))
+                    source = container.resources_source().child(f"{kind}[{resource}]")
+                    found.append((Finding(self.id, source.finding_path,
+                                          source.said(f"{resource} is counted in whole units of 0 or more; "
+                                                      f"{source.set_to('a whole number such as 1')}"),
+                                          Problem.INVALID, value), resource))
         return found
 
     def _spec_problem(self, problem: ResourceProblem, container: Mapping[str, Any]) -> Finding:
-        path = f"{problem.container.path}.resources.{problem.field}[{problem.resource}]"
+        source = problem.container.resource_source(problem.field, problem.resource)
         written = ((container.get("resources") or {}).get(problem.field) or {}).get(problem.resource)
         if written is None:
-            return Finding(self.id, path, problem.message, Problem.REQUIRED)
-        return Finding(self.id, path, problem.message, Problem.INVALID, written)
+            return Finding(self.id, source.finding_path, source.said(problem.message), Problem.REQUIRED)
+        return Finding(self.id, source.finding_path, source.said(problem.message), Problem.INVALID, written)
 
     # --- per pod -------------------------------------------------------------------------------
-    def _pod_maximum(self, ctx: RuleContext, pod: PodResources) -> list[Finding]:
+    def _pod_maximum(self, ctx: RuleContext, workload: Workload, pod: PodResources) -> list[Finding]:
         counted = [gpus for gpus in map(_gpus_counted, pod.containers) if gpus is not None]
         found = []
         for resource, amount in sorted(pod_totals(counted, "requests").items()):
             allowed, limit_range = gpu_maximum(ctx, resource)
             if amount > allowed:
-                found.append(self._over(ctx, pod, counted, resource, int(amount), allowed, limit_range))
+                found.append(self._over(ctx, workload, pod, counted, resource, int(amount), allowed, limit_range))
         return found
 
-    def _over(self, ctx: RuleContext, pod: PodResources, counted: list[ContainerResources], resource: str,
-              asked: int, allowed: int, limit_range: str = "") -> Finding:
+    def _over(self, ctx: RuleContext, workload: Workload, pod: PodResources, counted: list[ContainerResources],
+              resource: str, asked: int, allowed: int, limit_range: str = "") -> Finding:
         running = [c for c in counted if (not c.init or c.sidecar) and c.requests.get(resource, 0) > 0]
         if sum(c.requests[resource] for c in running) != asked:  # the peak is while an init container runs
-            path, parts = f"{pod.path}.template.spec", " while its init containers run"
+            source, parts = pod.template_at, " while its init containers run"
         elif len(running) == 1:
             (container,) = running
             kind = "limits" if resource in container.limits else "requests"  # no LimitRange defaults here
-            path, parts = f"{container.path}.resources.{kind}[{resource}]", ""
+            source, parts = container.resource_source(kind, resource), ""
         else:
-            path = f"{pod.path}.template.spec"
+            source = pod.template_at
             parts = f"; its containers ask {' + '.join(str(int(c.requests[resource])) for c in running)}"
-        role = "a worker pod" if pod.replica_type == WORKER else "the launcher pod (it runs ranks too)"
-        return Finding(self.id, path,
-                       f"{role} may use at most {allowed} {resource}"
-                       f"{f', set by LimitRange {limit_range}' if limit_range else ''} "
-                       f"(asked {asked}{parts}); lower it to "
-                       f"{allowed} or fewer per pod{_spread(ctx, pod.replica_type, asked, allowed)}",
+        worker = pod.role is Role.WORKER
+        noun = workload.workers.noun
+        role = f"a {noun} pod" if worker else f"the {workload.launcher.noun} pod (it runs ranks too)"
+        spread = _spread(ctx, workload, asked, allowed) if worker else ""
+        return Finding(self.id, source.finding_path,
+                       source.said(f"{role} may use at most {allowed} {resource}"
+                                   f"{f', set by LimitRange {limit_range}' if limit_range else ''} "
+                                   f"(asked {asked}{parts}); lower it to "
+                                   f"{allowed} or fewer per pod{spread}"),
                        Problem.INVALID, asked)
 
 
@@ -176,7 +180,7 @@ def _gpus_counted(container: ContainerResources) -> ContainerResources | None:
         return None
     return ContainerResources(container.path, container.name, counted, container.limits,
                               container.defaulted_requests, container.defaulted_limits, container.init,
-                              container.sidecar)
+                              container.sidecar, container.resources_at)
 
 
 def _is_whole(value: Any) -> bool:
@@ -187,12 +191,12 @@ def _is_whole(value: Any) -> bool:
     return amount >= 0 and amount == amount.to_integral_value()
 
 
-def _spread(ctx: RuleContext, replica_type: str, asked: int, allowed: int) -> str:
+def _spread(ctx: RuleContext, workload: Workload, asked: int, allowed: int) -> str:
     """How to keep the job's total with more, smaller workers."""
-    workers = (replica_spec(ctx.job, WORKER) or {}).get("replicas")
-    if replica_type != WORKER or not isinstance(workers, int) or workers < 1 or allowed < 1:
+    workers = workload.workers.count
+    if not isinstance(workers, int) or workers < 1 or allowed < 1:
         return ""
-    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx))
+    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx), workload.workers.noun)
 
 
 def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
@@ -205,10 +209,10 @@ def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
     return max(params.min, 1), params.max
 
 
-def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None) -> str:
+def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None, noun: str = "worker") -> str:
     needed = max(-(-total // allowed), fewest)
     if most is not None and needed > most:
-        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, 'worker')}, "
+        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, noun)}, "
                 f"{most * allowed} at {allowed} each")
     each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
-    return f", and to keep {total} in total use {plural(needed, 'worker')} with {each} each"
+    return f", and to keep {total} in total use {plural(needed, noun)} with {each} each"

@@ -9,13 +9,11 @@ mismatch between ranks.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.kube.images import EXAMPLE, BadImageReference, ParsedImage, parse_image
-from policies.mpijob.reading import LAUNCHER, WORKER, containers, pod_spec, replica_path, replica_specs, request_containers
+from policies.workload import ContainerRef, PodGroup, Source, Workload, request_workload
 
 WARNING_MAX = 256  # the API server truncates longer warnings
 
@@ -35,64 +33,71 @@ class ImageReference:
     def check(self, ctx: RuleContext) -> list[Finding]:
         params: ImageReferenceParams = ctx.params(self.id)
         findings = []
-        for _, path, container in request_containers(ctx):
-            finding = self._reference(path, container.get("image"), params)
+        workload = request_workload(ctx)
+        for _, container in workload.containers():
+            finding = self._reference(container, params)
             if finding is not None:
                 findings.append(finding)
         if params.warn_on_mismatch:
-            mismatch = self._mismatch(ctx.job)
+            mismatch = self._mismatch(workload)
             if mismatch is not None:
                 findings.append(mismatch)
         return findings
 
-    def _reference(self, container_path: str, image: str | None, params: ImageReferenceParams) -> Finding | None:
+    def _reference(self, container: ContainerRef, params: ImageReferenceParams) -> Finding | None:
+        image = container.container.get("image")
         if not image:
-            path = f"{container_path}.image"
-            return Finding(self.id, path, f'every container needs an image to run; set {path}, e.g. "{EXAMPLE}"',
+            source = container.image_source()
+            return Finding(self.id, source.finding_path,
+                           source.said(f'every container needs an image to run; set {source.path}, e.g. "{EXAMPLE}"'),
                            Problem.REQUIRED)
         try:
             reference = parse_image(image)
         except BadImageReference as bad:
             fix = bad.fix or f'write it as [registry/]repository[:tag][@sha256:digest], e.g. "{EXAMPLE}"'
-            return Finding(self.id, f"{container_path}.image", f"not a valid image reference: {bad}; {fix}",
+            source = container.image_source()
+            return Finding(self.id, source.finding_path, source.said(f"not a valid image reference: {bad}; {fix}"),
                            Problem.INVALID, image)
         if params.require_digest and reference.digest is None:
             # Short enough to arrive whole as a warning (256 characters with path and value).
-            return Finding(self.id, f"{container_path}.image",
-                           f'pin it by digest so every pod runs the same bits: "{image}@sha256:<digest>" '
-                           "(crane digest prints it)",
+            source = container.image_source()
+            return Finding(self.id, source.finding_path,
+                           source.said(f'pin it by digest so every pod runs the same bits: "{image}@sha256:<digest>" '
+                                       "(crane digest prints it)"),
                            Problem.INVALID, image)
         return None
 
-    def _mismatch(self, job: Mapping[str, Any]) -> Finding | None:
-        specs = replica_specs(job)
-        launcher = _first_image(specs.get(LAUNCHER))
-        worker = _first_image(specs.get(WORKER))
-        if launcher is None or worker is None or launcher.same_image(worker):
+    def _mismatch(self, workload: Workload) -> Finding | None:
+        launcher = _first_image(workload.launcher)
+        worker = _first_image(workload.workers)
+        if launcher is None or worker is None or launcher[0].same_image(worker[0]):
             return None
-        path, _ = next(containers(specs.get(WORKER), replica_path(WORKER)))
-        path = f"{path}.image"
-        return Finding(self.id, path, _mismatch_message(self.id, path, launcher, worker),
+        source = worker[1].image_source()  # where the workers' image is written
+        path = source.finding_path
+        return Finding(self.id, path, _mismatch_message(self.id, path, launcher[0], worker[0], source),
                        Problem.POLICY, ceiling=Action.WARN)
 
 
-def _first_image(replica: Mapping[str, Any] | None) -> ParsedImage | None:
-    """The parsed image of the container the operator runs MPI in; None if unusable."""
-    listed = pod_spec(replica).get("containers")
-    if not listed:
+def _first_image(group: PodGroup) -> tuple[ParsedImage, ContainerRef] | None:
+    """The parsed image of the container the controller runs MPI in (the first app container),
+    with that container; None if unusable."""
+    if not group.present:
+        return None
+    first = next(group.app_containers(), None)
+    if first is None:
         return None
     try:
-        return parse_image(listed[0].get("image") or "")
+        return parse_image(first.container.get("image") or ""), first
     except BadImageReference:
         return None  # already reported as invalid
 
 
-def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage) -> str:
+def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage, source: Source) -> str:
     """Fits one warning line (``[rule] path: message``) in the API server's 256 characters,
     shortening the two image names if it must."""
     def text(a: str, b: str) -> str:
-        return (f'launcher runs "{a}", workers run "{b}": ranks may hit an MPI ABI mismatch; '
-                "use one image for both, pinned by digest")
+        return source.said(f'launcher runs "{a}", workers run "{b}": ranks may hit an MPI ABI mismatch; '
+                           "use one image for both, pinned by digest")
 
     budget = WARNING_MAX - len(f"[{rule}] {path}: ") - len(text("", ""))
     return text(*_fit(launcher.short(), worker.short(), budget))

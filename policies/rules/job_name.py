@@ -14,30 +14,25 @@ characters, and the message speaks of the prefix. A request with neither a name 
 from __future__ import annotations
 
 import re
-from policies.interface import Action, Finding, NoParams, Problem, RuleContext
-from policies.mpijob.reading import WORKER, replica_spec, spec
-from policies.messages import plural
 
-DNS1035_LABEL_MAX = 63
+from policies.interface import Action, Finding, NoParams, Problem, RuleContext
+from policies.mpijob.workload_builder import MPIJobPodNames
+from policies.workload import DNS1035_LABEL_MAX, request_workload
+from policies.workload import max_name_length as names_max_length
+
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _NOT_LABEL_CHARACTER = re.compile(r"[^-a-z0-9]")
-LAUNCHER_SUFFIX = "-launcher"
-WORKER_SUFFIX = "-worker-"
 GENERATED_SUFFIX_LENGTH = 5  # the API server appends five random characters to generateName
 
 
 def longest_derived_name(name: str, workers: int | None) -> str:
-    """The longest name the operator derives: the last worker's, or the launcher's."""
-    launcher = name + LAUNCHER_SUFFIX
-    if workers is None:
-        return launcher
-    worker = f"{name}{WORKER_SUFFIX}{max(workers, 1) - 1}"
-    return worker if len(worker) >= len(launcher) else launcher
+    """The longest name the MPI operator derives: the last worker's, or the launcher's."""
+    return MPIJobPodNames(workers).longest(name)
 
 
 def max_name_length(workers: int | None) -> int:
-    """54 for 1–10 workers, 53 for 11–100, 52 for 101–1000 (and 54 with no Worker spec)."""
-    return DNS1035_LABEL_MAX - (len(longest_derived_name("", workers)))
+    """For an MPIJob: 54 for 1–10 workers, 53 for 11–100, 52 for 101–1000 (and 54 with no Worker spec)."""
+    return names_max_length(MPIJobPodNames(workers))
 
 
 def label_problems(name: str) -> list[str]:
@@ -96,28 +91,20 @@ class JobName:
         )
 
     def _too_long(self, ctx: RuleContext, path: str, prefix: str, generated: bool) -> Finding | None:
-        workers = self._workers(ctx)
-        derived = longest_derived_name(ctx.name, workers)
+        workload = request_workload(ctx)
+        names = workload.pod_names
+        derived = names.longest(ctx.name)
         if len(derived) <= DNS1035_LABEL_MAX:
             return None
-        limit = max_name_length(workers)
-        count = plural(workers, "worker") if workers is not None else "no Worker spec"
+        limit = names_max_length(names)
+        controller = workload.kind.controller
         too_long = f'"{derived}" ({len(derived)} characters) is over the {DNS1035_LABEL_MAX} allowed for a DNS-1035 label'
         if generated:
             prefix_limit = limit - GENERATED_SUFFIX_LENGTH
-            message = (f"the API server appends 5 random characters and the operator names pods after the "
-                       f"result: {too_long}; with {count} the prefix may be at most {prefix_limit} characters: "
-                       f"it is too long by {len(prefix) - prefix_limit}, shorten it")
+            message = (f"the API server appends 5 random characters and {controller} names pods after the "
+                       f"result: {too_long}; with {names.counted} the prefix may be at most {prefix_limit} "
+                       f"characters: it is too long by {len(prefix) - prefix_limit}, shorten it")
         else:
-            message = (f"the operator names pods after the job: {too_long}; with {count} the name may be at "
-                       f"most {limit} characters: shorten it by {len(prefix) - limit}")
+            message = (f"{controller} names pods after the job: {too_long}; with {names.counted} the name may be "
+                       f"at most {limit} characters: shorten it by {len(prefix) - limit}")
         return Finding(self.id, path, message, Problem.INVALID, prefix)
-
-    @staticmethod
-    def _workers(ctx: RuleContext) -> int | None:
-        """Worker pods the operator creates (None: only a launcher); 0 or unset names worker-0 anyway."""
-        worker = replica_spec(ctx.job, WORKER)
-        if worker is None:
-            return None if spec(ctx.job).get("runLauncherAsWorker") else 1
-        replicas = worker.get("replicas")
-        return replicas if isinstance(replicas, int) and replicas > 0 else 1

@@ -10,10 +10,8 @@ from collections.abc import Iterator, Sequence
 
 from policies.interface import Action, Finding, NoParams, Problem, RuleContext
 from policies.cluster_view import Obj, SnapshotMemo
-from policies.mpijob.reading import queue_name
 from policies.messages import fits_warning
-
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+from policies.workload import request_workload
 
 
 def _queue_names(queues: Sequence[Obj]) -> tuple[str, ...]:
@@ -31,7 +29,8 @@ class KueueQueue:
     needs_cluster = True
 
     def check(self, ctx: RuleContext) -> Iterator[Finding]:
-        wanted = queue_name(ctx.job)
+        workload = request_workload(ctx)
+        wanted = workload.queue
         if wanted is None:
             return
         queues = ctx.cluster.local_queues(ctx.namespace)
@@ -40,7 +39,7 @@ class KueueQueue:
         names = queue_names(queues)
         if wanted in names:
             return
-        path = f"metadata.labels[{QUEUE_LABEL}]"
+        path = workload.queue_source.finding_path
         if not names:
             message = self._message(ctx, wanted, "it has no LocalQueue at all", "ask your cluster administrator for one")
         for shown in range(min(len(names), 5), 0, -1):  # as many queue names as a warning holds

@@ -15,7 +15,7 @@ from decimal import Decimal
 from policies.interface import Action, Finding, NoParams, Problem, RuleContext
 from policies.kube.quantities import format_quantity, is_gpu
 from policies.kube.pod_resources import ContainerResources, LimitRangeItem, PodResources, namespace_limits, request_pods
-from policies.mpijob.reading import REPLICA_TYPES, WORKER, spec
+from policies.workload import Role, Source, request_workload
 
 Subject = ContainerResources | PodResources  # what a LimitRange item bounds
 
@@ -32,15 +32,12 @@ class LimitRange:
             return []
         limits = namespace_limits(ranges)
         pods = request_pods(ctx)
-        launcher_runs_ranks = bool(spec(ctx.job).get("runLauncherAsWorker"))
+        launcher_runs_ranks = request_workload(ctx).launcher_runs_ranks.value
         findings: list[Finding] = []
-        for replica_type in REPLICA_TYPES:
-            pod = pods.pods.get(replica_type)
-            if pod is None:
-                continue
+        for pod in pods:
             # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
             # these same LimitRanges: one problem, one finding.
-            runs_ranks = replica_type == WORKER or launcher_runs_ranks
+            runs_ranks = pod.role is Role.WORKER or launcher_runs_ranks
             for container in pod.containers:
                 for item in limits.container_items:
                     self._bounds(findings, item, container, runs_ranks)
@@ -48,9 +45,10 @@ class LimitRange:
                 self._bounds(findings, item, pod, runs_ranks)
             for problem in pod.problems:
                 if problem.defaulted_by:
-                    findings.append(Finding(
-                        self.id, f"{problem.container.path}.resources.{problem.field}[{problem.resource}]",
-                        f"container {problem.container.name}: {problem.message}", Problem.POLICY))
+                    source = problem.container.resource_source(problem.field, problem.resource)
+                    findings.append(Finding(self.id, source.finding_path,
+                                            source.said(f"container {problem.container.name}: {problem.message}"),
+                                            Problem.POLICY))
         return findings
 
     def _bounds(self, findings: list[Finding], item: LimitRangeItem, subject: Subject, runs_ranks: bool) -> None:
@@ -61,20 +59,20 @@ class LimitRange:
             request = requests.get(resource)
             if request is not None and request >= minimum and not (resource in limits and limits[resource] < minimum):
                 continue  # within bounds, the usual case: no message to build
-            low, (path, where, per, source) = format_quantity(minimum, resource), _words(item, subject)
+            low, (at, where, per, source) = format_quantity(minimum, resource), _words(item, subject)
             if request is None:
                 findings.append(self._finding(
-                    f"{path}.requests[{resource}]",
+                    at.child(f"requests[{resource}]"),
                     f"{source} requires at least {resource} {low} {per}, and {where} requests none; "
                     f"set the request to {low} or more"))
             elif request < minimum:
                 findings.append(self._finding(
-                    f"{path}.requests[{resource}]",
+                    at.child(f"requests[{resource}]"),
                     f"{source} requires at least {resource} {low} {per}, but {where} requests "
                     f"{format_quantity(request, resource)}; raise the request to {low}"))
             else:
                 findings.append(self._finding(
-                    f"{path}.limits[{resource}]",
+                    at.child(f"limits[{resource}]"),
                     f"{source} requires at least {resource} {low} {per}, but {where} has a limit "
                     f"of {format_quantity(limits[resource], resource)}; raise the limit to {low}"))
         for resource, maximum in item.sorted_max:
@@ -83,56 +81,56 @@ class LimitRange:
             limit = limits.get(resource)
             if limit is not None and limit <= maximum and not (resource in requests and requests[resource] > maximum):
                 continue
-            high, (path, where, per, source) = format_quantity(maximum, resource), _words(item, subject)
+            high, (at, where, per, source) = format_quantity(maximum, resource), _words(item, subject)
             if limit is None:
                 findings.append(self._finding(
-                    f"{path}.limits[{resource}]",
+                    at.child(f"limits[{resource}]"),
                     f"{source} allows at most {resource} {high} {per} and needs a limit, but {where} "
                     f"sets none; set the limit to {high} or less"))
             elif limit > maximum:
                 findings.append(self._finding(
-                    f"{path}.limits[{resource}]",
+                    at.child(f"limits[{resource}]"),
                     f"{source} allows at most {resource} {high} {per}, but {where} asks "
                     f"{format_quantity(limit, resource)}; lower it to {high}"
                     + (" and use more workers for more in total" if item.type == "Container" else "")))
             else:
                 findings.append(self._finding(
-                    f"{path}.requests[{resource}]",
+                    at.child(f"requests[{resource}]"),
                     f"{source} allows at most {resource} {high} {per}, but {where} requests "
                     f"{format_quantity(requests[resource], resource)}; lower it to {high}"))
         for resource, ratio in item.sorted_ratio:
             request, limit = requests.get(resource), limits.get(resource)
             if request and limit and limit / request <= ratio:
                 continue
-            path, where, per, source = _words(item, subject)
+            at, where, per, source = _words(item, subject)
             if not request or not limit:
                 missing = "request" if not request else "limit"
                 findings.append(self._finding(
-                    f"{path}.{missing}s[{resource}]",
+                    at.child(f"{missing}s[{resource}]"),
                     f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
                     f"request {per}, so {where} needs a non-zero {missing}; set it"))
             else:
                 findings.append(self._finding(
-                    f"{path}.limits[{resource}]",
+                    at.child(f"limits[{resource}]"),
                     f"{source} allows a {resource} limit of at most {format_quantity(ratio)}× the "
                     f"request {per}, but {where} has {format_quantity(limit, resource)} / "
                     f"{format_quantity(request, resource)} = {_ratio(limit / request)}; lower the "
                     f"limit to {format_quantity(request * ratio, resource)} or raise the request"))
 
-    def _finding(self, path: str, message: str) -> Finding:
+    def _finding(self, source: Source, message: str) -> Finding:
         # The API server answers LimitRange violations with 403 Forbidden, like quota.
-        return Finding(self.id, path, message, Problem.POLICY)
+        return Finding(self.id, source.finding_path, source.said(message), Problem.POLICY)
 
 
-def _words(item: LimitRangeItem, subject: Subject) -> tuple[str, str, str, str]:
-    """(field path, "container x" | "the Worker pod", "per container" | "per pod", "LimitRange y"):
-    built only for a finding."""
+def _words(item: LimitRangeItem, subject: Subject) -> tuple[Source, str, str, str]:
+    """(where its resources are written, "container x" | "the Worker pod", "per container" |
+    "per pod", "LimitRange y"): built only for a finding."""
     if isinstance(subject, ContainerResources):
         where = f"container {subject.name}" if subject.name else "this container"
-        path = f"{subject.path}.resources"
+        source = subject.resources_source()
     else:
-        where, path = f"the {subject.replica_type} pod", f"{subject.path}.template.spec"
-    return path, where, f"per {item.type.lower()}", f"LimitRange {item.limit_range}"
+        where, source = f"the {subject.replica_type} pod", subject.template_at
+    return source, where, f"per {item.type.lower()}", f"LimitRange {item.limit_range}"
 
 
 def _ratio(value: Decimal) -> str:

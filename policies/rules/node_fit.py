@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.cluster_view import SnapshotMemo
-from policies.mpijob.reading import LAUNCHER
 from policies.messages import fits_warning
 from policies.kube.quantities import format_quantity, is_extended
 from policies.kube.pod_resources import PodResources, parse_resources, request_pods
+from policies.workload import Role
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -241,7 +241,7 @@ class NodeFit:
         missing_reported: set[str] = set()
         placements: list[Placements] = []  # one per distinct set of placement fields of the job's pods
         for pod in request_pods(ctx):
-            if pod.replica_type == LAUNCHER and not params.check_launcher:
+            if pod.role is Role.LAUNCHER and not params.check_launcher:
                 continue
             requests = {r: v for r, v in pod.requests.items() if v > _ZERO}
             unknown = [] if cluster.advertised.issuperset(requests) else \
@@ -249,10 +249,12 @@ class NodeFit:
             for resource in unknown:
                 if resource not in missing_reported:
                     missing_reported.add(resource)
+                    source = pod.template_at
                     yield Finding(
-                        self.id, f"{pod.path}.template.spec",
-                        f"{resource} is requested but no node in the cluster advertises it; is its device plugin "
-                        f"(e.g. the GPU operator) installed, and is the resource name spelled right?",
+                        self.id, source.finding_path,
+                        source.said(f"{resource} is requested but no node in the cluster advertises it; is its "
+                                    "device plugin (e.g. the GPU operator) installed, and is the resource name "
+                                    "spelled right?"),
                         Problem.POLICY, ceiling=Action.WARN)
             if unknown:
                 continue
@@ -272,11 +274,13 @@ class NodeFit:
                 if _covers(allocatable, requests) and placement.problem(index) is None:
                     return None
         ruled_out, candidates = placement.groups()
-        path = f"{pod.path}.template.spec"
+        source = pod.template_at
+        path = source.finding_path
         role = f"a {pod.replica_type} pod"
         if not candidates:
-            return Finding(self.id, path, f"no node can ever run {role}: {_reason(ruled_out, len(cluster.nodes))}; "
-                                          f"{_FIX_PLACEMENT}", Problem.POLICY)
+            return Finding(self.id, path, source.said(f"no node can ever run {role}: "
+                                                      f"{_reason(ruled_out, len(cluster.nodes))}; {_FIX_PLACEMENT}"),
+                           Problem.POLICY)
         best = max(candidates, key=lambda f: _score(requests, f.allocatable))
         allocatable = best.allocatable
         short = _short(requests, allocatable)
@@ -295,9 +299,9 @@ class NodeFit:
                     f"{_list(allocatable, shown)}; use more, smaller pods or larger nodes")
 
         # a warning is cut at 256 characters: name two of the shortfalls, or one if need be
-        text = message(short[:2])
+        text = source.said(message(short[:2]))
         if not fits_warning(self.id, path, text):
-            text = message(short[:1])
+            text = source.said(message(short[:1]))
         return Finding(self.id, path, text, Problem.POLICY)
 
 

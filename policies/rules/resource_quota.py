@@ -23,28 +23,23 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from policies.interface import Action, Finding, Problem, RuleContext
-from policies.mpijob.reading import WORKER, display_name, queue_name, replica_path, worker_replicas
 from policies.messages import fits_warning, plural
 from policies.kube.quantities import format_quantity
 from policies.kube.quota import (
-    MPIJOB_COUNT,
     Charge,
     InFlight,
     NamespaceQuotas,
     PodCharge,
     Quota,
     charge_of,
-    is_active,
-    is_suspended,
     namespace_quotas,
     pod_charges,
-    pods_not_created_yet,
     quota_matches_pod,
     unstated,
 )
-from policies.kube.pod_resources import request_pods
+from policies.kube.pod_resources import ContainerResources, request_pods
+from policies.workload import Workload, request_old_workload, request_workload
 
-WORKER_REPLICAS = f"{replica_path(WORKER)}.replicas"
 ZERO = Decimal(0)
 
 
@@ -158,13 +153,16 @@ class ResourceQuota:
         # Parsed quotas and what other jobs hold in flight: derived once per change of these
         namespace = namespace_quotas(quota_objects, ctx.cluster.limit_ranges(ctx.namespace),
                                      ctx.cluster.mpijobs(ctx.namespace))
+        workload = request_workload(ctx)
         pods = request_pods(ctx)
         charges = pod_charges(pods)
         if namespace.must_specify:
             yield from self._unstated(charges, namespace.must_specify)
-        if ctx.operation == "CREATE" and namespace.job_counts:
-            yield from self._job_count(ctx, namespace.job_counts)
-        if ctx.operation == "UPDATE" and is_suspended(ctx.job):
+        if ctx.operation == "CREATE":
+            counted = namespace.object_counts(workload.kind.count_resource)
+            if counted:
+                yield from self._job_count(ctx, workload, counted)
+        if ctx.operation == "UPDATE" and workload.lifecycle.suspended:
             return  # being (or staying) suspended: nothing is charged until it resumes, checked then
         running_workers = _running_workers(ctx)
         shortfalls, demands = [], []
@@ -181,7 +179,7 @@ class ResourceQuota:
                     shortfalls.append(Shortfall(quota, resource, demand, in_flight.totals[resource],
                                                 in_flight.names[resource], pods.defaulted_by(_pod_resource(resource))))
         if shortfalls:
-            yield self._shortfall_finding(ctx, shortfalls, _worker_bounds(demands), namespace)
+            yield self._shortfall_finding(ctx, workload, shortfalls, _worker_bounds(demands), namespace)
 
     # --- "must specify requests.cpu" --------------------------------------------------------
     def _unstated(self, charges: Sequence[PodCharge], namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
@@ -195,42 +193,46 @@ class ResourceQuota:
                         continue
                     missing = unstated(container, quota.must_specify)
                     if missing:
-                        yield _unstated_finding(self.id, quota, container.path, container.name, missing)
+                        yield _unstated_finding(self.id, quota, container, missing)
 
     # --- count/mpijobs.kubeflow.org --------------------------------------------------------
-    def _job_count(self, ctx: RuleContext, namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
-        """``namespace_quotas``: those without scopes that count MPIJobs (``NamespaceQuotas.job_counts``)."""
+    def _job_count(self, ctx: RuleContext, workload: Workload, namespace_quotas: Sequence[Quota]) -> Iterator[Finding]:
+        """``namespace_quotas``: those without scopes that count jobs of the workload's API
+        (``NamespaceQuotas.object_counts``)."""
+        kind, resource = workload.kind, workload.kind.count_resource
         for quota in namespace_quotas:
-            hard, used = quota.hard[MPIJOB_COUNT], quota.used.get(MPIJOB_COUNT, ZERO)
+            hard, used = quota.hard[resource], quota.used.get(resource, ZERO)
             if used + 1 > hard:
                 yield Finding(
                     self.id, "",
-                    f"ResourceQuota {quota.name} allows {_int(hard)} MPIJobs in namespace {ctx.namespace} "
-                    f"and {_int(used)} exist, so the API server will refuse this one; delete MPIJobs that "
-                    f"have finished (kubectl get mpijobs -n {ctx.namespace}) or ask your cluster "
-                    f"administrator to raise {MPIJOB_COUNT}",
+                    f"ResourceQuota {quota.name} allows {_int(hard)} {kind.kind}s in namespace {ctx.namespace} "
+                    f"and {_int(used)} exist, so the API server will refuse this one; delete {kind.kind}s that "
+                    f"have finished (kubectl get {kind.plural} -n {ctx.namespace}) or ask your cluster "
+                    f"administrator to raise {resource}",
                     Problem.POLICY,
                 )
 
     # --- the message ------------------------------------------------------------------------
-    def _shortfall_finding(self, ctx: RuleContext, shortfalls: list[Shortfall], fit: _Fit,
+    def _shortfall_finding(self, ctx: RuleContext, workload: Workload, shortfalls: list[Shortfall], fit: _Fit,
                            namespace: NamespaceQuotas) -> Finding:
         params: ResourceQuotaParams = ctx.params(self.id)
         never = any(s.over_hard for s in shortfalls)
-        queued = queue_name(ctx.job) is not None or is_suspended(ctx.job)
+        queued = workload.queue is not None or workload.lifecycle.suspended
         waits = queued and params.warn_when_queued and not never
-        path = WORKER_REPLICAS if any(s.demand.per_worker for s in shortfalls) else "spec"
+        count = workload.workers.count_source
+        path = count.finding_path if any(s.demand.per_worker for s in shortfalls) else "spec"
         workers = shortfalls[0].demand.offset + shortfalls[0].demand.workers
         if waits:
             hint = fit.now if fit.now is not None and minimum_workers(ctx) <= fit.now < workers else None
-            return Finding(self.id, path, _queued_message(self.id, path, shortfalls[0], len(shortfalls) - 1, hint),
+            return Finding(self.id, path, _queued_message(self.id, path, workload, shortfalls[0],
+                                                          len(shortfalls) - 1, hint),
                            Problem.POLICY, ceiling=Action.WARN)
         running = namespace.running_besides(ctx.name)
         head = ("needs more than the namespace quota allows in total, so it can never run as is"
                 if never else "does not fit the namespace quota now")
-        details = "; ".join(_describe(s) for s in shortfalls)
-        suggestions = _suggestions(ctx, shortfalls, fit, workers, running, never)
-        return Finding(self.id, path, f"{display_name(ctx.job) or 'this MPIJob'} {head}: {details}. "
+        details = "; ".join(_describe(workload, s) for s in shortfalls)
+        suggestions = _suggestions(ctx, workload, shortfalls, fit, workers, running, never)
+        return Finding(self.id, path, f"{workload.display_name or f'this {workload.kind.kind}'} {head}: {details}. "
                                       f"Suggestions: {suggestions}", Problem.POLICY)
 
 
@@ -239,9 +241,12 @@ class ResourceQuota:
 def _running_workers(ctx: RuleContext) -> int | None:
     """For an update of a job whose pods run already (they are in ``status.used``): its worker
     count before the update; None when the whole job is charged."""
-    old = ctx.old_job
-    if ctx.operation == "UPDATE" and old is not None and is_active(old) and not pods_not_created_yet(old):
-        return worker_replicas(old)
+    if ctx.operation != "UPDATE":
+        return None
+    old = request_old_workload(ctx)
+    if old is not None and old.lifecycle.active and not old.lifecycle.pods_not_created_yet:
+        count = old.workers.count
+        return count if old.workers.present and isinstance(count, int) else 0
     return None
 
 
@@ -266,44 +271,48 @@ def _int(value: Decimal) -> str:
     return format_quantity(value)
 
 
-def _requested(s: Shortfall) -> str:
+def _requested(workload: Workload, s: Shortfall) -> str:
     r, d = s.resource, s.demand
     per = d.per_worker.get(r, ZERO)
     fixed = d.fixed.get(r, ZERO)
-    workers = f"{plural(d.workers, 'more worker') if d.offset else plural(d.workers, 'worker')} × {format_quantity(per, r)}"
+    noun, launcher = workload.workers.noun, workload.launcher.noun
+    workers = f"{plural(d.workers, f'more {noun}') if d.offset else plural(d.workers, noun)} × {format_quantity(per, r)}"
     if per and fixed:
-        return f"launcher {format_quantity(fixed, r)} + {workers}"
-    return workers if per else "launcher"
+        return f"{launcher} {format_quantity(fixed, r)} + {workers}"
+    return workers if per else launcher
 
 
-def _describe(s: Shortfall) -> str:
+def _describe(workload: Workload, s: Shortfall) -> str:
     r = s.resource
     used = f"used {format_quantity(s.used, r)}"
     if s.in_flight:
-        used += (f" + {format_quantity(s.in_flight, r)} for MPIJobs accepted but not started yet "
+        used += (f" + {format_quantity(s.in_flight, r)} for {workload.kind.kind}s accepted but not started yet "
                  f"({', '.join(s.in_flight_jobs)})")
     defaults = f", defaults of LimitRange {', '.join(s.defaulted_by)} included" if s.defaulted_by else ""
-    return (f"ResourceQuota {s.quota.name}: {r} requested {format_quantity(s.requested, r)} ({_requested(s)}{defaults}), "
+    return (f"ResourceQuota {s.quota.name}: {r} requested {format_quantity(s.requested, r)} "
+            f"({_requested(workload, s)}{defaults}), "
             f"hard {format_quantity(s.hard, r)}, {used}, available {format_quantity(s.available, r)}")
 
 
-def _suggestions(ctx: RuleContext, shortfalls: Sequence[Shortfall], fit: _Fit, workers: int,
+def _suggestions(ctx: RuleContext, workload: Workload, shortfalls: Sequence[Shortfall], fit: _Fit, workers: int,
                  running: int, never: bool) -> str:
     minimum = minimum_workers(ctx)
+    count, noun = workload.workers.count_source, workload.workers.noun
     items = []
     if fit.now is not None and minimum <= fit.now < workers:
-        items.append(f"reduce {WORKER_REPLICAS} to {fit.now} to fit now")
+        items.append(f"reduce {count.path} to {count.written(fit.now)} to fit now")
     if fit.ever is not None and fit.ever < workers:
         if fit.ever >= minimum:
             if fit.ever != fit.now:
-                items.append(f"at most {fit.ever} workers can ever fit this quota")
+                items.append(f"at most {fit.ever} {noun}s can ever fit this quota")
         else:
-            items.append(f"this quota cannot hold even {minimum} workers of this size: use smaller workers")
+            items.append(f"this quota cannot hold even {minimum} {noun}s of this size: use smaller {noun}s")
     occupied = any(s.used > 0 or s.in_flight > 0 for s in shortfalls)
     later = fit.ever is not None and fit.ever >= minimum and (fit.now is None or fit.now < fit.ever)
     if occupied and (not never or later):
         if running:
-            items.append(f"wait for the {plural(running, 'running MPIJob')} in {ctx.namespace} to finish")
+            items.append(f"wait for the {plural(running, f'running {workload.kind.kind}')} in {ctx.namespace} "
+                         "to finish")
         else:
             items.append(f"wait for running workloads in {ctx.namespace} to finish")
     names = sorted({s.quota.name for s in shortfalls})
@@ -313,13 +322,14 @@ def _suggestions(ctx: RuleContext, shortfalls: Sequence[Shortfall], fit: _Fit, w
     return " ".join(f"{i}. {text};" for i, text in enumerate(items, 1)).rstrip(";")
 
 
-def _queued_message(rule: str, path: str, first: Shortfall, more: int, fits_now: int | None) -> str:
+def _queued_message(rule: str, path: str, workload: Workload, first: Shortfall, more: int,
+                    fits_now: int | None) -> str:
     """The first shortfall and a hint, as much of it as a warning holds (cut at 256 characters)."""
     r = first.resource
-    need = (f"needs {r} {format_quantity(first.requested, r)} ({_requested(first)}) but ResourceQuota "
+    need = (f"needs {r} {format_quantity(first.requested, r)} ({_requested(workload, first)}) but ResourceQuota "
             f"{first.quota.name} has {format_quantity(first.available, r)} of {format_quantity(first.hard, r)} free")
     extra = f" (+{more} more)" if more else ""
-    hint = f", or use {fits_now} workers" if fits_now is not None else ""
+    hint = f", or use {fits_now} {workload.workers.noun}s" if fits_now is not None else ""
     for text in (f"{need}{extra}; its pods will wait until the quota has room{hint}",
                  f"{need}{extra}; its pods will wait for room{hint}",
                  f"{need}; its pods will wait for room"):
@@ -328,16 +338,16 @@ def _queued_message(rule: str, path: str, first: Shortfall, more: int, fits_now:
     return text
 
 
-def _unstated_finding(rule: str, quota: Quota, path: str, container: str, missing: Sequence[str]) -> Finding:
+def _unstated_finding(rule: str, quota: Quota, container: ContainerResources, missing: Sequence[str]) -> Finding:
     limits_only = all(r.startswith("limits.") for r in missing)
-    field_path = f"{path}.resources.{'limits' if limits_only else 'requests'}"
+    source = container.resources_source().child("limits" if limits_only else "requests")
     wanted = ", ".join(missing)
     fixes = sorted({f"resources.{'limits' if r.startswith('limits.') else 'requests'}.{r.split('.')[-1]}"
                     for r in missing})
     return Finding(
-        rule, field_path,
-        f"ResourceQuota {quota.name} tracks {wanted}, so the API server refuses pods whose containers do "
-        f"not set it (failed quota: {quota.name}: must specify {wanted}); set {' and '.join(fixes)} "
-        f"on container {container}" + ("" if limits_only else " (a limit alone also sets the request)"),
+        rule, source.finding_path,
+        source.said(f"ResourceQuota {quota.name} tracks {wanted}, so the API server refuses pods whose containers "
+                    f"do not set it (failed quota: {quota.name}: must specify {wanted}); set {' and '.join(fixes)} "
+                    f"on container {container.name}" + ("" if limits_only else " (a limit alone also sets the request)")),
         Problem.POLICY,
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.interface import Action, Finding, RuleContext
-from policies.mpijob.reading import spec
+from policies.workload import request_workload
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class SlotsPerWorkerParams:
 
 
 class SlotsPerWorker:
-    """spec.slotsPerWorker: MPI ranks per worker pod, within the admin's range."""
+    """MPI ranks per worker pod (an MPIJob's spec.slotsPerWorker), within the admin's range."""
 
     id = "slots-per-worker"
     Params = SlotsPerWorkerParams
@@ -24,14 +24,15 @@ class SlotsPerWorker:
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         params: SlotsPerWorkerParams = ctx.params(self.id)
-        slots = spec(ctx.job).get("slotsPerWorker")
+        workload = request_workload(ctx)
+        slots, source = workload.slots.value, workload.slots.source
         if slots is None or params.min <= slots <= params.max:
             return []
         fix = params.max if slots > params.max else params.min
         return [Finding(
             self.id,
-            "spec.slotsPerWorker",
-            f"slotsPerWorker must be between {params.min} and {params.max} (asked {slots}); "
-            f"set spec.slotsPerWorker to {fix}, and use more workers for more ranks",
+            source.finding_path,
+            source.said(f"{source.field_name} must be between {params.min} and {params.max} (asked {slots}); "
+                        f"{source.set_to(str(fix))}, and use more {workload.workers.noun}s for more ranks"),
             value=slots,
         )]

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.interface import Action, Finding, Problem, RuleContext
-from policies.mpijob.reading import WORKER, replica_path, replica_spec, spec
-
-PATH = replica_path(WORKER)
+from policies.workload import request_workload
 
 
 @dataclass(frozen=True)
@@ -37,33 +35,37 @@ class WorkerCount:
 
     def check(self, ctx: RuleContext) -> list[Finding]:
         params: WorkerCountParams = ctx.params(self.id)
-        worker = replica_spec(ctx.job, WORKER)
-        if worker is None:
-            if spec(ctx.job).get("runLauncherAsWorker"):
+        workload = request_workload(ctx)
+        workers = workload.workers
+        if not workers.present:
+            if workload.launcher_runs_ranks.value:
                 return []
-            return [Finding(self.id, PATH,
-                            "an MPIJob needs a Worker replica spec unless spec.runLauncherAsWorker is true; "
-                            f"add {PATH} with replicas {_allowed(params)} and a pod template",
+            group, flag = workers.source, workload.launcher_runs_ranks.source
+            return [Finding(self.id, group.finding_path,
+                            group.said(f"{workload.kind.one} needs a {workers.name} replica spec unless "
+                                       f"{flag.path} is true; add {group.path} with replicas {_allowed(params)} "
+                                       "and a pod template"),
                             Problem.REQUIRED)]
-        replicas = worker.get("replicas")
+        replicas, count = workers.count, workers.count_source
         if replicas is None:
-            return [Finding(self.id, f"{PATH}.replicas",
-                            "not set, and the MPI operator then starts 0 workers (an omitted Worker count "
-                            f"is 0, not 1); set {PATH}.replicas to a number {_allowed(params)}",
+            return [Finding(self.id, count.finding_path,
+                            count.said(f"not set, and {count.when_unset}; "
+                                       f"{count.set_to(f'a number {_allowed(params, count.offset)}')}"),
                             Problem.REQUIRED)]
+        noun = workers.noun
         if replicas > params.max:
-            return [Finding(self.id, f"{PATH}.replicas",
-                            f"at most {params.max} workers are allowed (asked {replicas}); "
-                            f"set {PATH}.replicas to {params.max} or fewer, and give each worker more "
-                            "slots or GPUs if you need the ranks",
-                            Problem.INVALID, replicas)]
+            return [Finding(self.id, count.finding_path,
+                            count.said(f"at most {params.max} {noun}s are allowed (asked {replicas}); "
+                                       f"{count.set_to(f'{count.written(params.max)} or fewer')}, and give each "
+                                       f"{noun} more slots or GPUs if you need the ranks"),
+                            Problem.INVALID, count.written(replicas))]
         if replicas < params.min:
-            return [Finding(self.id, f"{PATH}.replicas",
-                            f"at least {params.min} workers are required for a distributed job (asked {replicas}); "
-                            f"set {PATH}.replicas to {params.min} or more",
-                            Problem.INVALID, replicas)]
+            return [Finding(self.id, count.finding_path,
+                            count.said(f"at least {params.min} {noun}s are required for a distributed job "
+                                       f"(asked {replicas}); {count.set_to(f'{count.written(params.min)} or more')}"),
+                            Problem.INVALID, count.written(replicas))]
         return []
 
 
-def _allowed(params: WorkerCountParams) -> str:
-    return f"between {params.min} and {params.max}"
+def _allowed(params: WorkerCountParams, offset: int = 0) -> str:
+    return f"between {params.min + offset} and {params.max + offset}"

@@ -37,6 +37,7 @@ class Server:
     port: int
     process: subprocess.Popen
     log: Path
+    health_port: int
 
     def output(self) -> str:
         return self.log.read_text()
@@ -56,15 +57,16 @@ def server(tmp_path: Path, ca: authority.Issued) -> Iterator[tuple[Server, Secre
     volume = SecretVolume(tmp_path / "tls")
     first = serving(ca)
     volume.publish(ca, first)
-    port = free_port()
+    port, health_port = free_port(), free_port()
     log = tmp_path / "server.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--health-port", str(health_port),
              "--cert-file", str(volume.cert_file), "--key-file", str(volume.key_file),
              "--workers", "2", "--threads", "4"],
             cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
-    running = Server(port, process, log)
+    running = Server(port, process, log, health_port)
     try:
         wait_until_serving(running, ca)
         yield running, volume, first
@@ -198,7 +200,7 @@ def test_reviews_keep_succeeding_while_the_certificate_is_renewed(server, ca: au
 
 
 def certificate_expiry_metric(server: Server, ca: authority.Issued) -> float:
-    connection = http.client.HTTPSConnection("localhost", server.port, context=client_context(ca), timeout=5)
+    connection = http.client.HTTPConnection("127.0.0.1", server.health_port, timeout=5)
     try:
         connection.request("GET", "/metrics")
         body = connection.getresponse().read().decode()
@@ -228,7 +230,7 @@ def test_a_key_that_is_not_the_certificates_stops_the_start(tmp_path: Path, ca: 
     volume.publish_files({"tls.crt": first.cert_pem(), "tls.key": other.key_pem()})
     done = subprocess.run(
         [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(free_port()),
-         "--cert-file", str(volume.cert_file), "--key-file", str(volume.key_file)],
+         "--health-port", str(free_port()), "--cert-file", str(volume.cert_file), "--key-file", str(volume.key_file)],
         cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert f"cannot serve certificate {volume.cert_file} with key {volume.key_file}" in done.stderr

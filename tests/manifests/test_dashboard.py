@@ -145,7 +145,7 @@ def live_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]
             assert status == 200 and converted["response"]["result"]["status"] == "Success"
             status, _ = server.request("POST", "/validate", b"{not json", {"Content-Type": "application/json"})
             assert status == 400
-            status, body = server.request("GET", "/metrics")
+            status, body = server.health_request("/metrics")  # the plain health port, as Prometheus scrapes
             assert status == 200
     exported: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(body.decode()):

@@ -158,6 +158,7 @@ class TestServeCommand:
         objects = overlays[overlay]
         ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
         assert serve_args(objects).port == ports["https"] == 8443
+        assert serve_args(objects).health_port == ports["health"] == 8081
 
     def test_writable_places_are_memory_backed_volumes(self, overlays: dict[str, list[Object]], overlay: str) -> None:
         objects = overlays[overlay]
@@ -177,30 +178,37 @@ def test_probes_use_the_servers_routes(overlays: dict[str, list[Object]], overla
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         get = c[probe]["httpGet"]
         assert "GET" in routes[get["path"]], get["path"]
-        assert get["scheme"] == "HTTPS" and get["port"] == "https"
+        # The plain health port: the kubelet presents no client certificate (serve --client-ca-file).
+        assert get["scheme"] == "HTTP" and get["port"] == "health"
 
 
 @pytest.mark.parametrize("overlay", INSTALL_OVERLAYS)
-def test_service_reaches_the_pods_on_443(overlays: dict[str, list[Object]], overlay: str) -> None:
+def test_service_reaches_the_pods_on_443_and_their_metrics_on_8081(overlays: dict[str, list[Object]], overlay: str) -> None:
     objects = overlays[overlay]
     service = find(objects, "Service", "mpijob-webhook")
     pod_labels = deployment(objects)["spec"]["template"]["metadata"]["labels"]
     assert all(pod_labels.get(k) == v for k, v in service["spec"]["selector"].items())
-    (port,) = service["spec"]["ports"]
-    assert port["port"] == 443
     container_ports = {p["name"]: p["containerPort"] for p in container(objects)["ports"]}
-    assert container_ports[port["targetPort"]] == 8443
+    ports = {p["name"]: (p["port"], container_ports[p["targetPort"]]) for p in service["spec"]["ports"]}
+    assert ports == {"https": (443, 8443), "metrics": (8081, 8081)}
 
 
 @pytest.mark.parametrize("overlay", INSTALL_OVERLAYS)
-def test_network_policy_admits_only_the_https_port(overlays: dict[str, list[Object]], overlay: str) -> None:
+def test_network_policy_admits_anyone_to_https_and_only_monitoring_to_the_health_port(
+        overlays: dict[str, list[Object]], overlay: str) -> None:
     objects = overlays[overlay]
     policy = find(objects, "NetworkPolicy", "mpijob-webhook")["spec"]
     assert selects(policy["podSelector"], deployment(objects)["spec"]["template"]["metadata"]["labels"])
     assert "Ingress" in policy["policyTypes"]
     ports = {(p["port"], p["protocol"]) for rule in policy["ingress"] for p in rule["ports"]}
     container_ports = {(p["containerPort"], p["protocol"]) for p in container(objects)["ports"]}
-    assert ports == container_ports == {(8443, "TCP")}
+    assert ports == container_ports == {(8443, "TCP"), (8081, "TCP")}
+    sources = {p["port"]: rule.get("from") for rule in policy["ingress"] for p in rule["ports"]}
+    assert sources[8443] is None  # the API server's address differs per distribution
+    (monitoring,) = sources[8081]
+    (namespaces,) = monitoring["namespaceSelector"]["matchExpressions"]
+    assert namespaces["key"] == "kubernetes.io/metadata.name" and namespaces["operator"] == "In"
+    assert {"openshift-monitoring", "openshift-user-workload-monitoring", "monitoring"} == set(namespaces["values"])
 
 
 @pytest.mark.parametrize("overlay", INSTALL_OVERLAYS)

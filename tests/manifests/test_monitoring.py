@@ -6,8 +6,7 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from certs.authority import service_dns_names
-from tests.manifests.build import INSTALL_OVERLAYS, NAMESPACE, SERVICE, Object, find
+from tests.manifests.build import INSTALL_OVERLAYS, SERVICE, Object, find
 from webhook import create_app, metrics
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
@@ -38,24 +37,16 @@ def test_service_monitor_scrapes_the_webhook_service(overlays: dict[str, list[Ob
     assert all(labels.get(k) == v for k, v in monitor["selector"]["matchLabels"].items())
     assert monitor["namespaceSelector"]["matchNames"] == [service["metadata"]["namespace"]]
     (endpoint,) = monitor["endpoints"]
-    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
-    assert endpoint["scheme"] == "https"
-    assert endpoint["tlsConfig"]["serverName"] in service_dns_names(SERVICE, NAMESPACE)
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    # The plain health port: Prometheus presents no client certificate (serve --client-ca-file).
+    assert port["targetPort"] == "health"
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
 
 
 def test_metrics_path_is_a_route_of_the_server(overlays: dict[str, list[Object]]) -> None:
     (endpoint,) = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")["spec"]["endpoints"]
     routes = {rule.rule: rule.methods for rule in create_app().url_map.iter_rules()}
     assert "GET" in routes[endpoint["path"]]
-
-
-def test_scrape_ca_is_the_one_in_the_serving_secret(overlays: dict[str, list[Object]]) -> None:
-    (endpoint,) = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")["spec"]["endpoints"]
-    ca = endpoint["tlsConfig"]["ca"]["secret"]
-    secret = find(overlays["self-signed"], "Secret", ca["name"])
-    assert ca["key"] in secret["data"]
-    serving = find(overlays["cert-manager"], "Certificate", "mpijob-webhook-serving")
-    assert serving["spec"]["secretName"] == ca["name"]  # cert-manager writes ca.crt into it
 
 
 def test_required_alerts_exist(overlays: dict[str, list[Object]]) -> None:
@@ -82,10 +73,10 @@ def test_every_metric_in_the_alerts_is_exposed_by_the_server(overlays: dict[str,
     assert used <= exposed, f"not exposed: {sorted(used - exposed)}"
 
 
-def test_monitoring_openshift_scrapes_with_the_service_ca(overlays: dict[str, list[Object]]) -> None:
-    """What the documented patch does to the plain overlay's ServiceMonitor on OpenShift, the
-    OpenShift overlay does by itself: the serving Secret of the service CA has no ca.crt."""
+def test_monitoring_openshift_scrapes_as_the_plain_overlay_does(overlays: dict[str, list[Object]]) -> None:
+    """/metrics is plain HTTP on the health port: no CA to check it against, so OpenShift needs
+    no service-CA patch of the scrape (its serving Secret has no ca.crt)."""
     (endpoint,) = find(overlays["monitoring-openshift"], "ServiceMonitor", "mpijob-webhook")["spec"]["endpoints"]
-    assert endpoint["tlsConfig"]["ca"] == {"configMap": {"name": "openshift-service-ca.crt", "key": "service-ca.crt"}}
     plain = find(overlays["monitoring"], "ServiceMonitor", "mpijob-webhook")
-    assert plain["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["key"] == "ca.crt"
+    assert endpoint == plain["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint

@@ -352,3 +352,55 @@ def test_a_stopped_server_has_written_the_line_of_its_last_request(tmp_path):
         assert server.review("/validate", review)["allowed"] is False
     lines = [json.loads(text) for text in server.output().splitlines() if text.startswith('{"log":"mpijob-webhook.audit"')]
     assert [(entry["uid"], entry["decision"]) for entry in lines] == [(review["request"]["uid"], "denied")]
+
+
+# --- one bad line never costs the others -------------------------------------------------------
+
+def escaped_lines() -> float:
+    from prometheus_client import REGISTRY
+
+    from webhook import metrics
+
+    metrics.flush()
+    return REGISTRY.get_sample_value("mpijob_webhook_audit_lines_escaped_total", {"reason": "unencodable"}) or 0.0
+
+
+def decision_with_uid(uid: str) -> Decision:
+    review = admission_review(mpijob())
+    review["request"]["uid"] = "UID"
+    request = dataclasses.replace(parse_admission_review(review), uid=uid)
+    return Decision("validate", request, True, "checked", Verdict(()), None)
+
+
+def test_a_line_holding_a_lone_surrogate_is_escaped_and_the_batch_is_written():
+    """The parser refuses lone surrogates; if one ever reached a line, the UTF-8 stdout could not
+    encode it: that line is written with JSON escapes, counted, and the batch around it stays."""
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", write_through=True)
+    log = AuditLog(stream, clock=lambda: NOW)
+    before = escaped_lines()
+    uids = [f"uid-{i}" for i in range(10)] + ["bad-\ud800-é"] + [f"uid-{i}" for i in range(10, 20)]
+    for uid in uids:
+        log(decision_with_uid(uid))
+    log.flush()
+    written = buffer.getvalue().decode("utf-8").splitlines()
+    assert [json.loads(text)["uid"] for text in written] == uids
+    assert written[10].isascii() and '"uid":"bad-\\ud800-\\u00e9"' in written[10]
+    assert all("é" not in text for text in written)
+    assert escaped_lines() == before + 1
+
+
+def test_a_stream_that_cannot_encode_a_line_loses_only_that_lines_characters():
+    """A stdout that is not UTF-8 (e.g. ASCII): the batch falls back to line by line, and each
+    line the stream cannot encode is written escaped, not dropped with its batch."""
+    buffer = io.BytesIO()
+    stream = io.TextIOWrapper(buffer, encoding="ascii", write_through=True)
+    log = AuditLog(stream, clock=lambda: NOW)
+    before = escaped_lines()
+    uids = ["uid-a", "uid-é", "uid-b", "uid-😀", "uid-c"]
+    for uid in uids:
+        log(decision_with_uid(uid))
+    log.flush()
+    written = buffer.getvalue().decode("ascii").splitlines()
+    assert [json.loads(text)["uid"] for text in written] == uids
+    assert escaped_lines() == before + 2

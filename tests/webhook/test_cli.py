@@ -149,6 +149,7 @@ MISSING = "no-such-file.yaml"
     ["serve", "--dev", "--policy-file", MISSING],
     ["serve", "--dev", "--kubeconfig", MISSING],
     ["serve", "--cert-file", MISSING, "--key-file", str(PI)],
+    ["serve", "--dev", "--client-ca-file", MISSING],
     ["certs", "--service", "s", "--namespace", "n", "--out", "tls", "--ca-cert", MISSING, "--ca-key", str(PI)],
 ], ids=lambda argv: " ".join(argv[:3]).replace(MISSING, "FILE").replace(str(PI), "pi.yaml"))
 def test_a_missing_file_gets_the_same_message_from_every_command(tmp_path: Path, argv: list[str]):

@@ -51,7 +51,7 @@ def readiness(server: TlsServer) -> tuple[int, str]:
 
 
 def scrape(server: TlsServer) -> dict[tuple[str, frozenset], float]:
-    status, body = server.request("GET", "/metrics")
+    status, body = server.health_request("/metrics")
     assert status == 200
     return {(s.name, frozenset(s.labels.items())): s.value
             for family in text_string_to_metric_families(body.decode()) for s in family.samples}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.review import MAX_BODY_BYTES, MAX_NESTING, _encoding, _nested_deeper_than
+from webhook.review import MAX_BODY_BYTES, MAX_NESTING, _encoding, _nested_deeper_than, json_structure
 
 
 def walked_deeper_than(doc: Any, limit: int) -> bool:
@@ -62,6 +62,17 @@ def test_nesting_read_from_the_bytes_agrees_with_a_walk_of_the_document(data: st
     body = data.draw(encoded(doc))
     assert json.loads(body) == doc
     assert _nested_deeper_than(body, limit) is walked_deeper_than(doc, limit)
+
+
+# The body is read a piece at a time (a megabyte in the server): pieces of a few bytes split it
+# everywhere, next to escapes, runs of backslashes and quotes included.
+@settings(max_examples=min(settings.default.max_examples, 1000))
+@given(st.data(), wrapped(), st.integers(min_value=1, max_value=10), st.integers(min_value=1, max_value=7))
+def test_nesting_read_in_small_pieces_agrees_with_a_walk_of_the_document(data: st.DataObject, doc: Any, limit: int,
+                                                                         piece_bytes: int):
+    body = data.draw(encoded(doc))
+    assert _nested_deeper_than(body, limit, piece_bytes=piece_bytes) is walked_deeper_than(doc, limit)
+    assert _nested_deeper_than(bytearray(body), limit, piece_bytes=piece_bytes) is walked_deeper_than(doc, limit)
 
 
 @pytest.mark.parametrize(("body", "deeper"), [
@@ -118,3 +129,21 @@ def test_nesting_of_a_body_at_the_size_limit_is_read_fast(body: bytes, deeper: b
 @given(st.binary(max_size=6) | st.binary(max_size=5).map(lambda tail: b"{" + tail))
 def test_the_encoding_is_told_as_json_loads_tells_it(body: bytes) -> None:
     assert _encoding(body) == json.detect_encoding(body)
+
+
+def counted(doc: Any) -> tuple[int, int]:
+    """(objects and lists, commas and colons) json.dumps writes for ``doc``."""
+    if isinstance(doc, list):
+        inner = [counted(v) for v in doc]
+        return 1 + sum(c for c, _ in inner), max(len(doc) - 1, 0) + sum(s for _, s in inner)
+    if isinstance(doc, dict):
+        inner = [counted(v) for v in doc.values()]
+        return 1 + sum(c for c, _ in inner), max(len(doc) - 1, 0) + len(doc) + sum(s for _, s in inner)
+    return 0, 0
+
+
+@settings(max_examples=min(settings.default.max_examples, 1000))
+@given(wrapped(), st.booleans(), st.integers(min_value=1, max_value=7))
+def test_the_structure_is_counted_outside_strings(doc: Any, ensure_ascii: bool, piece_bytes: int):
+    body = json.dumps(doc, ensure_ascii=ensure_ascii).encode()
+    assert json_structure(body, piece_bytes) == counted(doc)

@@ -11,7 +11,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from certs import authority
 from webhook.bootstrap import ServeOptions
 from webhook.cli import main
-from webhook.connections import BoundedClientSocket
+from webhook.connections import BoundedClientSocket, EventLoopWorker
 from webhook.server import WebhookServer, gunicorn_options
 
 
@@ -19,12 +19,13 @@ from webhook.server import WebhookServer, gunicorn_options
 def config(tmp_path_factory: pytest.TempPathFactory):
     bundle = authority.dev_bundle(tmp_path_factory.mktemp("server-config"))
     options = ServeOptions(host="::", port=9443, cert_file=bundle.cert_file, key_file=bundle.key_file,
-                           workers=3, threads=5, client_timeout=4.5)
+                           workers=3, threads=5, client_timeout=4.5, max_pending_connections=77)
     return WebhookServer(lambda: None, gunicorn_options(options)).cfg
 
 
-def test_tls_threaded_workers_on_the_given_address(config):
-    assert config.bind == ["[::]:9443"]
+def test_tls_threaded_workers_on_the_given_address_and_a_plain_health_port(config):
+    assert config.bind == ["[::]:9443", "[::]:8081"]
+    assert config.worker_class.plain_ports == frozenset({8081})
     assert config.is_ssl
     assert (config.workers, config.threads) == (3, 5)
     assert issubclass(config.worker_class, ThreadWorker)
@@ -32,7 +33,9 @@ def test_tls_threaded_workers_on_the_given_address(config):
 
 
 def test_slow_and_idle_clients_are_bounded_by_the_client_timeout(config):
-    assert config.worker_class.idle_seconds == 4.5
+    assert config.worker_class.client_seconds == 4.5
+    assert config.worker_class.max_pending == 77
+    assert issubclass(config.worker_class, EventLoopWorker)
     context = config.ssl_context(config, lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
     assert issubclass(context.sslsocket_class, BoundedClientSocket)
     assert context.sslsocket_class.request_seconds == 4.5
@@ -51,6 +54,10 @@ def test_keep_alive_outlasts_the_api_servers_idle_connections(config):
     (["--client-timeout", "0"], "--client-timeout must be a positive number of seconds"),
     (["--threads", "0"], "--workers and --threads must be at least 1"),
     (["--cert-file", "tls.crt"], "--cert-file needs --key-file"),
+    (["--health-port", "8443"], "--health-port must be a port number other than --port"),
+    (["--health-port", "0"], "--health-port must be a port number other than --port"),
+    (["--max-pending-connections", "0"], "--max-pending-connections must be at least 1"),
+    (["--client-name", "kube-apiserver"], "--client-name and --client-auth-endpoint need --client-ca-file"),
 ])
 def test_serve_refuses_unusable_flags(flags: list[str], error: str, capsys: pytest.CaptureFixture[str]):
     tls = [] if "--cert-file" in flags else ["--dev"]

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from certs import authority
 from policies.config import PolicyError
-from webhook import create_app, metrics, policy_reload
+from webhook import client_auth, create_app, memory_return, metrics, policy_reload
+from webhook.body_budget import SMALL_CHARGE, MiB
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.input_files import unreadable
+from webhook.last_good_policy import LastGoodPolicy
 from webhook.server import WebhookServer, gunicorn_options
 
 # Like gunicorn's own lines, with the logger's name: which worker said what.
@@ -35,8 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "serve", help="serve the webhook over TLS",
         description="Serve the webhook over TLS with gunicorn: POST /validate and POST /mutate (AdmissionReviews), "
-                    "POST /convert (ConversionReviews for the MPIJob CRD), GET /healthz (liveness), GET /readyz "
-                    "(readiness: policy and cluster caches loaded) and GET /metrics (Prometheus).",
+                    "POST /convert (ConversionReviews for the MPIJob CRD); and on a plain HTTP health port: "
+                    "GET /healthz (liveness), GET /readyz (readiness: policy and cluster caches loaded) and "
+                    "GET /metrics (Prometheus).",
     )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     parser.add_argument("--port", type=int, default=8443, help="port to listen on (default %(default)s)")
@@ -50,6 +53,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--client-timeout", type=float, default=ServeOptions.client_timeout, metavar="SECONDS",
                         help="seconds a client may take to send one request, TLS handshake included; slower "
                              "or silent clients are disconnected (default %(default)s)")
+    parser.add_argument("--max-pending-connections", type=int, default=ServeOptions.max_pending_connections,
+                        metavar="N", help="connections per worker still in their TLS handshake or first request "
+                                          "head; past it the oldest is closed (default %(default)s)")
+    parser.add_argument("--health-port", type=int, default=ServeOptions.health_port, metavar="PORT",
+                        help="plain HTTP port for /healthz, /readyz and /metrics (kubelet probes, Prometheus; "
+                             "default %(default)s)")
+    parser.add_argument("--client-ca-file", type=Path, metavar="FILE",
+                        help="accept /validate and /mutate only from clients with a TLS certificate issued by "
+                             "this CA (PEM; re-read when it changes): the API server's. See docs/security.md")
+    parser.add_argument("--client-name", dest="client_names", action="append", default=[], metavar="NAME",
+                        help="with --client-ca-file: the client certificate's CN or a subjectAltName must be one "
+                             "of these (repeat the flag for more names)")
+    parser.add_argument("--client-auth-endpoint", dest="client_auth_paths", action="append",
+                        choices=client_auth.AUTHENTICATABLE_PATHS, metavar="PATH",
+                        help="with --client-ca-file: the endpoints that require the client certificate (repeat "
+                             "the flag; default /validate and /mutate: the API server presents no client "
+                             "certificate to CRD conversion webhooks, see docs/security.md)")
+    parser.add_argument("--body-memory", type=int, default=ServeOptions.body_memory_mib, metavar="MIB",
+                        help="memory (MiB) the request bodies of one worker may take at once while they are read and "
+                             "decoded; a request that does not fit waits for room within its timeout, then gets a 429. "
+                             "Keep workers x this + 150 under the container's memory limit (default %(default)s)")
     parser.add_argument("--policy-file", type=Path, metavar="FILE",
                         help="the admin's policy (YAML, e.g. a mounted ConfigMap key); re-read when it changes. "
                              "Default: the built-in policy. See `mpijob-webhook policy --help`")
@@ -70,9 +94,14 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The parsed command line as ServeOptions; commands that extend serve add their flags here."""
     return ServeOptions(host=args.host, port=args.port, cert_file=args.cert_file, key_file=args.key_file,
                         dev=args.dev, workers=args.workers, threads=args.threads,
-                        client_timeout=args.client_timeout, policy_file=args.policy_file,
+                        client_timeout=args.client_timeout, max_pending_connections=args.max_pending_connections,
+                        health_port=args.health_port, client_ca_file=args.client_ca_file,
+                        client_names=tuple(args.client_names),
+                        client_auth_paths=frozenset(args.client_auth_paths or client_auth.DEFAULT_PATHS),
+                        policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
-                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node)
+                        kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node,
+                        body_memory_mib=args.body_memory)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,6 +115,14 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--client-timeout must be a positive number of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
+    if args.max_pending_connections < 1:
+        args.parser.error("--max-pending-connections must be at least 1")
+    if not 0 < args.health_port < 65536 or args.health_port == args.port:
+        args.parser.error("--health-port must be a port number other than --port")
+    if (args.client_names or args.client_auth_paths) and args.client_ca_file is None:
+        args.parser.error("--client-name and --client-auth-endpoint need --client-ca-file")
+    if args.body_memory < SMALL_CHARGE // MiB:
+        args.parser.error(f"--body-memory must be at least {SMALL_CHARGE // MiB} (MiB)")
     master = os.getpid()
     # --dev: a throwaway CA and serving key, removed again however the server stops short of
     # SIGKILL (gunicorn's master leaves through here on SIGTERM and SIGINT too).
@@ -107,24 +144,31 @@ def _serve(args: argparse.Namespace, master: int, dev_dir: Path | None) -> int:
         if SAMPLE_REVIEW.is_file():
             print("send it the sample review (from any directory):", flush=True)
             print(sample_curl(bundle.ca_file.resolve(), SAMPLE_REVIEW, args.port), flush=True)
-    for path in (args.kubeconfig, args.cert_file, args.key_file):
+    for path in (args.kubeconfig, args.cert_file, args.key_file, args.client_ca_file):
         problem = None if path is None else unreadable(path)
         if problem:
             print(f"mpijob-webhook serve: {problem}", file=sys.stderr)
             return 2
     options = serve_options(args)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S %z")
+    # Where the workers keep the last good policy for those gunicorn starts later.
+    last_good = LastGoodPolicy.make() if options.policy_file is not None else None
     if options.policy_file is not None:
         try:  # before any worker starts: a broken policy must stop the rollout, not the cluster
-            policy_reload.load_at_startup(options.policy_file)
+            policy_reload.load_at_startup(options.policy_file, last_good)
         except PolicyError as exc:
             print(f"mpijob-webhook serve: not starting: {exc}", file=sys.stderr)
+            if last_good is not None:
+                last_good.remove()
             return 2
     metrics_dir = metrics.prepare_multiprocess_dir()  # before gunicorn forks: workers share their samples
+    memory_return.tune()  # before gunicorn forks: the workers inherit it
     server_options = {**gunicorn_options(options), "child_exit": metrics.child_exit, "worker_exit": flush_observers}
     try:
         WebhookServer(lambda: create_app(build_runtime(options)), server_options).run()
     finally:
         if os.getpid() == master:
             metrics.release_multiprocess_dir(metrics_dir)
+            if last_good is not None:
+                last_good.remove()
     return 0

@@ -1,0 +1,163 @@
+"""The MPI workload view of an MPIJob (``kubeflow.org/v2beta1``), read as the MPI operator reads it.
+
+Everything an MPIJob says about its pods is written in the MPIJob itself, so every ``Source``
+here is a path of the reviewed object. Those paths do not depend on the object: they are made
+once, at import, and a view costs only its few per-request objects (two pod groups and a
+reference per container).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policies.mpijob.reading import GROUP, KIND, LAUNCHER, QUEUE_LABEL, WORKER, metadata, replica_path, spec
+from policies.messages import plural
+from policies.workload import (
+    ContainerRef,
+    Flag,
+    Lifecycle,
+    PodGroup,
+    Role,
+    Slots,
+    Source,
+    Workload,
+    WorkloadKind,
+)
+
+MPIJOB = WorkloadKind(kind=KIND, plural="mpijobs", group=GROUP, controller="the operator", article="an")
+OPERATOR = "kubeflow.org/mpi-operator"  # spec.runPolicy.managedBy of jobs this cluster's operator runs
+
+LAUNCHER_SUFFIX = "-launcher"
+WORKER_SUFFIX = "-worker-"
+
+_SLOTS = Source("spec.slotsPerWorker")
+_RUN_LAUNCHER_AS_WORKER = Source("spec.runLauncherAsWorker")
+_QUEUE = Source(f"metadata.labels[{QUEUE_LABEL}]")
+_GROUPS = {
+    LAUNCHER: (Role.LAUNCHER, "launcher", Source(replica_path(LAUNCHER)),
+               Source(f"{replica_path(LAUNCHER)}.replicas"), Source(f"{replica_path(LAUNCHER)}.template.spec")),
+    WORKER: (Role.WORKER, "worker", Source(replica_path(WORKER)),
+             Source(f"{replica_path(WORKER)}.replicas",
+                    when_unset="the MPI operator then starts 0 workers (an omitted Worker count is 0, not 1)"),
+             Source(f"{replica_path(WORKER)}.template.spec")),
+}
+
+
+@dataclass(slots=True)
+class MPIJobPodNames:
+    """The operator's names: the Service ``N``, the launcher ``N-launcher``, the worker pods
+    ``N-worker-0`` … ``N-worker-<replicas-1>`` (also their hostnames)."""
+
+    workers: int | None  # worker pods the names count; None: only a launcher
+
+    @property
+    def counted(self) -> str:
+        return plural(self.workers, "worker") if self.workers is not None else "no Worker spec"
+
+    def longest(self, name: str) -> str:
+        """The last worker's name, or the launcher's when it is longer (or there are no workers)."""
+        launcher = name + LAUNCHER_SUFFIX
+        if self.workers is None:
+            return launcher
+        worker = f"{name}{WORKER_SUFFIX}{max(self.workers, 1) - 1}"
+        return worker if len(worker) >= len(launcher) else launcher
+
+
+def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
+    """The view of a v2beta1 MPIJob (any dict: a missing field is what the operator makes of it).
+    ``namespace``: the request's, for an object that does not name its own."""
+    job_spec, meta = spec(job), metadata(job)
+    specs = job_spec.get("mpiReplicaSpecs") or {}
+    launcher = _group(LAUNCHER, specs.get(LAUNCHER))
+    workers = _group(WORKER, specs.get(WORKER))
+    runs_ranks = bool(job_spec.get("runLauncherAsWorker"))
+    return Workload(
+        kind=MPIJOB,
+        namespace=str(meta.get("namespace") or namespace),
+        name=meta.get("name") or "",
+        generate_name=meta.get("generateName") or "",
+        launcher=launcher,
+        workers=workers,
+        slots=Slots(job_spec.get("slotsPerWorker"), _SLOTS),
+        launcher_runs_ranks=Flag(runs_ranks, _RUN_LAUNCHER_AS_WORKER),
+        pod_names=MPIJobPodNames(_named_workers(workers, runs_ranks)),
+        lifecycle=lifecycle(job),
+        queue=(meta.get("labels") or {}).get(QUEUE_LABEL),
+        queue_source=_QUEUE,
+        object=job,
+    )
+
+
+def _group(replica_type: str, replica: Any) -> PodGroup:
+    role, noun, source, count_source, template_source = _GROUPS[replica_type]
+    present = type(replica) is dict or isinstance(replica, Mapping)
+    if not present:
+        return PodGroup(role, replica_type, noun, False, source, None, count_source, 0, {}, template_source)
+    pod_template = replica.get("template") or {}
+    template = pod_template.get("spec") or {}
+    replicas = replica.get("replicas")
+    if role is Role.LAUNCHER:
+        pods = 1  # the operator always runs exactly one launcher
+    else:  # an omitted or non-numeric count is 0 workers
+        pods = replicas if isinstance(replicas, int) and replicas > 0 else 0
+    return PodGroup(role, replica_type, noun, True, source, replicas, count_source, pods, template,
+                    template_source, _containers(template, template_source.path), pod_template)
+
+
+def _containers(template: Mapping[str, Any], base: str) -> tuple[ContainerRef, ...]:
+    """Init containers first, then the app containers, each in order: as the pod starts them."""
+    found: list[ContainerRef] = []
+    listed = template.get("initContainers")
+    if listed:
+        found += [ContainerRef(c, f"{base}.initContainers[{index}]", True)
+                  for index, c in enumerate(listed) if type(c) is dict or isinstance(c, Mapping)]
+    listed = template.get("containers")
+    if listed:
+        found += [ContainerRef(c, f"{base}.containers[{index}]")
+                  for index, c in enumerate(listed) if type(c) is dict or isinstance(c, Mapping)]
+    return tuple(found)
+
+
+def _named_workers(workers: PodGroup, runs_ranks: bool) -> int | None:
+    """Worker pods the names count (None: only a launcher); 0 or unset names worker-0 anyway."""
+    if not workers.present:
+        return None if runs_ranks else 1
+    count = workers.count
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+# --- status, as quota accounting needs it -----------------------------------------------------
+
+def _conditions(job: Mapping[str, Any]) -> dict[str, str]:
+    status = job.get("status") or {}
+    return {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or ()
+            if isinstance(c, Mapping)}
+
+
+def lifecycle(job: Mapping[str, Any]) -> Lifecycle:
+    """Suspended (``spec.runPolicy.suspend``); active: holding or about to hold resources in this
+    cluster (not finished, suspended, deleted, nor managed by another controller such as
+    MultiKueue); pods not created yet: active, and the MPI operator has not created its pods,
+    so the quota's ``status.used`` does not include them yet.
+
+    The last is read from the MPIJob's status, which the operator writes only at the *end* of a
+    successful sync — after it created the worker pods (and, with ``AtStartup``, the launcher):
+
+    - no condition at all: the operator has not completed a sync of this job (new, or its pod
+      creation keeps failing, e.g. refused by this very quota);
+    - ``Suspended`` still True although ``spec.runPolicy.suspend`` is false: just resumed (Kueue
+      admitted it), and the operator has not created the pods yet.
+
+    The rare window where pods exist but the status is not written yet counts a job twice
+    (cautious); a ``WaitForWorkersReady`` launcher created later is not counted.
+    """
+    run_policy = spec(job).get("runPolicy") or {}
+    suspended = bool(run_policy.get("suspend"))
+    if suspended:  # the usual new job has no status: nothing more to read
+        return Lifecycle(True, False, False)
+    conditions = _conditions(job) if job.get("status") else {}
+    managed_by = run_policy.get("managedBy")
+    active = not (conditions.get("Succeeded") == "True" or conditions.get("Failed") == "True"
+                  or metadata(job).get("deletionTimestamp") or managed_by not in (None, "", OPERATOR))
+    return Lifecycle(False, active, active and (not conditions or conditions.get("Suspended") == "True"))
