@@ -14,7 +14,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from testing.kube_api_server import CORE, MPIJOBS, KubeAPI, local_queues
+from bench.payloads import trainer_runtimes
+from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI, local_queues
 from testing.kube_objects import (container_limits, limit_range, local_queue, namespace, node, resource_quota,
                                 stored_mpijob)
 
@@ -52,7 +53,7 @@ def target_namespace(namespaces: int) -> str:
 def populate(api: KubeAPI, namespaces: int) -> None:
     """``namespaces`` namespaces, each with a quota, a LimitRange and a LocalQueue; one in ten is a
     research namespace, one in ten a production one; 16 GPU nodes; 5 running jobs next to the
-    requests' namespace."""
+    requests' namespace; the MPI ClusterTrainingRuntimes the TrainJob payloads name."""
     objects: list[dict[str, Any]] = [
         node(f"gpu-{i}", {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"})
         for i in range(16)]
@@ -70,13 +71,14 @@ def populate(api: KubeAPI, namespaces: int) -> None:
         ]
     objects += [stored_mpijob(f"running-{j}", namespace=target, conditions=[("Created", "True"), ("Running", "True")])
                 for j in range(5)]
+    objects += trainer_runtimes()
     api.apply(*objects)
 
 
 def _serve(namespaces: int, kubeconfig: Path, commands: Connection, cpus: set[int] | None) -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)
-    with CountingKubeAPI((*CORE, MPIJOBS, local_queues()), history=1000) as api:
+    with CountingKubeAPI((*CORE, MPIJOBS, local_queues(), *TRAINER), history=1000) as api:
         populate(api, namespaces)
         api.kubeconfig(kubeconfig)
         commands.send("ready")

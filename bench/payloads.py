@@ -17,9 +17,11 @@ from policies.conversion import SERVED_VERSIONS
 from policies.mpijob.reading import HUB_API_VERSION
 from policies.mpijob.pruning_defaulting import as_admitted
 from testing.builders import mpijob
-from testing.reference_data import CAPTURED, UPSTREAM, load_yaml_documents
+from testing.reference_data import CAPTURED, TRAINER, UPSTREAM, load_yaml_documents
 
 HUB = HUB_API_VERSION
+TRAINER_DATA = TRAINER
+TRAINJOB_GVK = {"group": "trainer.kubeflow.org", "version": "v1alpha1", "kind": "TrainJob"}
 SPOKE_VERSIONS = tuple(v for v in SERVED_VERSIONS if v != HUB)
 RELIST_OBJECTS = 50
 
@@ -156,3 +158,44 @@ def worker_count_payloads(namespace: str, counts: tuple[int, ...] = (2, 100)) ->
         payloads.append(Payload(f"{workers} workers", "/validate",
                                 _encode(admission_review("/validate", job, namespace))))
     return payloads
+
+
+# --- Kubeflow Trainer TrainJobs ---------------------------------------------------------------
+
+def trainer_runtimes() -> list[dict[str, Any]]:
+    """The MPI ClusterTrainingRuntimes the benchmark cluster holds: upstream's v2.3 DeepSpeed
+    runtime and the Open Data Hub MPI benchmark's OpenMPI CUDA runtime."""
+    return [load_yaml_documents(TRAINER_DATA / path)[0] for path in (
+        "runtimes/v2.3.0/deepspeed_distributed.yaml", "examples/opendatahub/kftv2-mpi-ddp-sft-mpi-runtime.yaml")]
+
+
+def trainjobs() -> dict[str, dict[str, Any]]:
+    """TrainJobs on those runtimes: the Open Data Hub benchmark's (runtime patches on both jobs,
+    10 env variables) and a plain one with GPUs per node."""
+    benchmark = load_yaml_documents(TRAINER_DATA / "examples/opendatahub/kftv2-mpi-ddp-sft-trainjob.yaml")[0]
+    benchmark["metadata"] = {"name": "mpi-ddp-sft"}
+    benchmark["spec"]["trainer"]["numNodes"] = 4
+    plain = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "train"},
+             "spec": {"runtimeRef": {"name": "deepspeed-distributed"},
+                      "trainer": {"numNodes": 8, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 2}}}}}
+    return {"trainjob-odh-benchmark": benchmark, "trainjob-deepspeed": plain}
+
+
+def trainjob_review(endpoint: str, job: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """``job`` as the API server sends a TrainJob CREATE to ``endpoint``: the recorded envelope,
+    with the TrainJob's kind and resource."""
+    review = _captured("02-create-mutating" if endpoint == "/mutate" else "02-create-validating")
+    request = review["request"]
+    stored = copy.deepcopy(dict(job))
+    name = stored["metadata"]["name"]
+    stored["metadata"] = _stored_metadata(request["object"]["metadata"], name, namespace)
+    request.update(uid=str(uuid.uuid4()), name=name, namespace=namespace, object=stored, kind=TRAINJOB_GVK,
+                   requestKind=TRAINJOB_GVK, resource={"group": TRAINJOB_GVK["group"],
+                                                       "version": TRAINJOB_GVK["version"], "resource": "trainjobs"})
+    request.pop("requestResource", None)
+    return review
+
+
+def trainjob_payloads(endpoint: str, namespace: str) -> list[Payload]:
+    return [Payload(name, endpoint, _encode(trainjob_review(endpoint, job, namespace)))
+            for name, job in trainjobs().items()]

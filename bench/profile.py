@@ -57,7 +57,8 @@ def cluster_view(namespaces: int = 1) -> tuple[StaticClusterView, str]:
     view = StaticClusterView(
         quotas={target: tuple(of("ResourceQuota", target))}, ranges={target: tuple(of("LimitRange", target))},
         namespaces={o["metadata"]["name"]: o for o in of("Namespace")}, node_list=tuple(of("Node")),
-        queues={target: tuple(of("LocalQueue", target))}, jobs={target: tuple(of("MPIJob", target))})
+        queues={target: tuple(of("LocalQueue", target))}, jobs={target: tuple(of("MPIJob", target))},
+        cluster_runtimes={o["metadata"]["name"]: o for o in of("ClusterTrainingRuntime")})
     return view, target
 
 
@@ -66,8 +67,8 @@ def payloads_for(endpoint: str, namespace: str, name: str | None) -> list[Payloa
         found = bodies.single_conversions(namespace) + [bodies.relist_conversion(namespace)]
         default = [p for p in found if p.objects == 1]
     else:
-        found = bodies.admission_payloads(endpoint, namespace)
-        default = [p for p in found if p.name != "large-job"]
+        found = bodies.admission_payloads(endpoint, namespace) + bodies.trainjob_payloads(endpoint, namespace)
+        default = [p for p in found if p.name != "large-job" and not p.name.startswith("trainjob-")]
     if name is None:
         return default
     chosen = [p for p in found if p.name == name]

@@ -289,7 +289,9 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
 
         if "payloads" in tables:
             for endpoint in ("/validate", "/mutate"):
-                every = loads[endpoint][1]  # the upstream examples, then the large job
+                # the upstream examples, TrainJobs on MPI runtimes, then the large job
+                examples = loads[endpoint][1]
+                every = examples[:-1] + bodies.trainjob_payloads(endpoint, target) + examples[-1:]
                 chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
                 for payload in chosen:
                     report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))

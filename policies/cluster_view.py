@@ -18,6 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 Obj = Mapping[str, Any]
 _V = TypeVar("_V")
+CLUSTER_TRAINING_RUNTIME = "ClusterTrainingRuntime"
 
 
 class ClusterView(Protocol):
@@ -45,6 +46,16 @@ class ClusterView(Protocol):
 
     def mpijobs(self, namespace: str) -> Sequence[Obj]: ...
 
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Obj | None:
+        """The Kubeflow Trainer runtime a TrainJob names: ``kind`` ClusterTrainingRuntime
+        (``namespace`` ignored) or TrainingRuntime (in ``namespace``); None when not cached
+        (not created yet, or the Trainer CRDs are not installed)."""
+        ...
+
+    def trainjobs(self, namespace: str) -> Sequence[Obj]:
+        """The namespace's TrainJobs (none when the Trainer CRDs are not installed)."""
+        ...
+
 
 @dataclass(frozen=True)
 class StaticClusterView:
@@ -59,6 +70,9 @@ class StaticClusterView:
     node_list: Sequence[Obj] = ()
     queues: Mapping[str, Sequence[Obj]] | None = None
     jobs: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
+    cluster_runtimes: Mapping[str, Obj] = field(default_factory=dict)  # ClusterTrainingRuntimes by name
+    runtimes: Mapping[str, Mapping[str, Obj]] = field(default_factory=dict)  # TrainingRuntimes: namespace → name →
+    train_jobs: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
     available: bool = True
     unavailable_reason: str = ""
 
@@ -81,6 +95,14 @@ class StaticClusterView:
 
     def mpijobs(self, namespace: str) -> Sequence[Obj]:
         return self.jobs.get(namespace, ())
+
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == CLUSTER_TRAINING_RUNTIME:
+            return self.cluster_runtimes.get(name)
+        return self.runtimes.get(namespace, {}).get(name)
+
+    def trainjobs(self, namespace: str) -> Sequence[Obj]:
+        return self.train_jobs.get(namespace, ())
 
 
 class SnapshotMemo(Generic[_V]):

@@ -94,17 +94,23 @@ def default_mutations() -> Sequence[Mutation]:
     return registry.MUTATIONS
 
 
-def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None) -> Verdict:
-    verdict = _evaluate(ctx, rules)
+ShapeCheck = Callable[[Any], list[Finding]]
+
+
+def evaluate(ctx: RuleContext, rules: Sequence[Rule] | None = None, *,
+             shape_check: ShapeCheck | None = check_shape) -> Verdict:
+    """``shape_check``: the type check of the object before any rule reads it (the MPIJob CRD's);
+    None for an object the rules read defensively (a TrainJob, through its effective job)."""
+    verdict = _evaluate(ctx, rules, shape_check)
     if ctx.operation == "UPDATE" and ctx.old_job is not None and any(
         o.action is not Action.AUDIT and o.finding.rule != CLUSTER_STATE_RULE for o in verdict.outcomes
     ):
-        return _ratchet(ctx, verdict, rules)
+        return _ratchet(ctx, verdict, rules, shape_check)
     return verdict
 
 
-def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None) -> Verdict:
-    shape = check_shape(ctx.job)
+def _evaluate(ctx: RuleContext, rules: Sequence[Rule] | None, shape_check: ShapeCheck | None = check_shape) -> Verdict:
+    shape = shape_check(ctx.job) if shape_check is not None else None
     if shape:  # the other rules would be reading garbage: the shape problems are the answer
         return Verdict(tuple(Outcome(f, Action.DENY) for f in shape))
     rules = default_rules() if rules is None else rules
@@ -157,7 +163,8 @@ def _per_settings(memo: SnapshotMemo[_V], derive: Callable[..., _V], settings: S
     return derive(settings, items, *extra)
 
 
-def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -> Verdict:
+def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None,
+             shape_check: ShapeCheck | None = check_shape) -> Verdict:
     """On UPDATE, a finding the stored object already had word for word is not this update's
     doing: it is recorded (audit) but blocks nothing. Otherwise tightening the policy would
     freeze every older job — Kueue could no longer flip ``runPolicy.suspend`` to start it, nor
@@ -165,7 +172,7 @@ def _ratchet(ctx: RuleContext, verdict: Verdict, rules: Sequence[Rule] | None) -
     the update changes must meet the current policy. A new or changed problem is enforced."""
     if verdict.error is not None or ctx.old_job is None:
         return verdict
-    before = _evaluate(replace(ctx, job=ctx.old_job, old_job=None), rules)
+    before = _evaluate(replace(ctx, job=ctx.old_job, old_job=None), rules, shape_check)
     if before.error is not None:
         return verdict
     existing = {_identity(o.finding) for o in before.outcomes}

@@ -107,6 +107,10 @@ class RuleContext:
     generated_name: bool = False
     user: UserInfo = field(default_factory=UserInfo)
     dry_run: bool = False
+    # For a Kubeflow Trainer TrainJob: its runtime and effective jobs (policies.trainer.trainjob_review
+    # TrainJobReviews); None for an MPIJob. An init field, so a context copied for the stored
+    # object (ratcheting) keeps it.
+    trainjob: Any = None
     # Values derived from the request that several rules read (the job's effective pod
     # resources): computed by the first rule that asks, once per context. Not an init field, so
     # a context copied with another job (dataclasses.replace) starts empty.

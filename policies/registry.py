@@ -21,6 +21,7 @@ from policies.rules.replica_spec import ReplicaSpec
 from policies.rules.resource_quota import ResourceQuota
 from policies.rules.run_policy import RunPolicy
 from policies.rules.slots_per_worker import SlotsPerWorker
+from policies.rules.training_runtime import TrainingRuntime
 from policies.rules.worker_count import WorkerCount
 
 RULES: tuple[Rule, ...] = (
@@ -33,6 +34,7 @@ RULES: tuple[Rule, ...] = (
     SlotsPerWorker(),
     MpiSettings(),
     RunPolicy(),
+    TrainingRuntime(),  # TrainJobs only
     ImageReference(),
     GpusPerWorker(),
     # cluster-aware: read the namespace's LimitRanges, quotas, nodes and queues from the caches
@@ -41,6 +43,11 @@ RULES: tuple[Rule, ...] = (
     NodeFit(),
     KueueQueue(),
 )
+
+# A TrainJob on an MPI runtime gets every rule about the workload, the launcher's count and
+# its runtime; the MPIJob-only rules read fields a TrainJob does not have.
+_MPIJOB_ONLY = ("conversion-problem", "replica-spec", "mpi-settings", "run-policy")
+TRAINJOB_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.id not in _MPIJOB_ONLY)
 
 MUTATIONS: tuple[Mutation, ...] = (
     IstioSidecarOff(),

@@ -280,7 +280,7 @@ class Workload:
 
 def request_workload(ctx: RuleContext) -> Workload:
     """The view of the request's object, built once per request (per context)."""
-    return ctx.derived("workload", lambda: workload_of(ctx.job, ctx.namespace))
+    return ctx.derived("workload", lambda: _workload_in(ctx, ctx.job))
 
 
 def request_old_workload(ctx: RuleContext) -> Workload | None:
@@ -288,12 +288,22 @@ def request_old_workload(ctx: RuleContext) -> Workload | None:
     old = ctx.old_job
     if old is None:
         return None
-    return ctx.derived("old-workload", lambda: workload_of(old, ctx.namespace))
+    return ctx.derived("old-workload", lambda: _workload_in(ctx, old))
 
 
-def workload_of(obj: Mapping[str, Any], namespace: str = "") -> Workload:
+def _workload_in(ctx: RuleContext, obj: Mapping[str, Any]) -> Workload:
+    """A TrainJob's view needs its runtime, which the context carries (``ctx.trainjob``)."""
+    if ctx.trainjob is not None:
+        return ctx.trainjob.workload(obj)  # type: ignore[no-any-return]
+    return workload_of(obj, ctx.namespace)
+
+
+def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workload:
     """The view of ``obj``, by the builder of its API (MPIJob v2beta1 unless it says otherwise).
-    ``namespace``: the request's, for an object that does not name its own (a CREATE may not)."""
+    ``namespace``: the request's, for an object that does not name its own (a CREATE may not).
+    A view already built (a TrainJob's, which needs its runtime) is taken as it is."""
+    if isinstance(obj, Workload):
+        return obj
     from policies.mpijob.workload_builder import mpijob_workload  # the builders read this module's types
 
     return mpijob_workload(obj, namespace)

@@ -53,6 +53,12 @@ CORE = (
     Resource("", "v1", "nodes", "Node", namespaced=False),
 )
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+# Kubeflow Trainer v2
+CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+                                     "ClusterTrainingRuntime", namespaced=False)
+TRAINING_RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
+TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
+TRAINER = (CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS)
 
 
 def local_queues(version: str = "v1beta1") -> Resource:

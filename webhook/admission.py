@@ -8,14 +8,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.interface import Mutation, Rule, RuleContext
+from policies.interface import Finding, Mutation, Problem, Rule, RuleContext
 from policies.cluster_view import ClusterView
 from policies.conversion import advisory
-from policies.engine import MutationResult, Verdict, evaluate, json_patch, mutate
+from policies.engine import CLUSTER_STATE_RULE, MutationResult, Outcome, Verdict, evaluate, json_patch, mutate
 from policies.mpijob.reading import HUB_VERSION
 from policies.config.layered_policy import Policy
 from policies.config.rule_settings import Settings
 from policies.mpijob.pruning_defaulting import as_admitted
+from policies.registry import TRAINJOB_RULES
+from policies.trainer.api import KUEUE_MANAGER
+from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
+from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.responses import AdmissionReviewAnswer
 from webhook.conversion_review import hub_converter
@@ -62,6 +66,8 @@ class Admission:
         passed = self._pass_through(req, "validate")
         if passed:
             return passed
+        if req.is_trainjob:
+            return self._validate_trainjob(req)
         job = self._hub_object(req.object, req)
         if job is None:
             return self._allow(req, "validate", "older-version", warnings=[self._older_version_warning(req)])
@@ -85,6 +91,8 @@ class Admission:
             return passed
         if req.operation != "CREATE":
             return self._allow(req, "mutate", "skipped-operation")
+        if req.is_trainjob:
+            return self._mutate_trainjob(req)
         if req.version != HUB_VERSION:
             # A patch must be in the version of the object the API server sent, and our
             # mutations are written for v2beta1: patching a converted copy and translating the
@@ -95,7 +103,10 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "mutate", "exempt")
-        result = mutate(self._context(req, req.object, settings, None), self.mutations)
+        return self._mutated(req, self._context(req, req.object, settings, None))
+
+    def _mutated(self, req: AdmissionRequest, ctx: RuleContext) -> tuple[AdmissionReviewAnswer, Decision]:
+        result = mutate(ctx, self.mutations)
         if result.invalid:
             response = responses.deny_findings(req, result.invalid)
             return response, Decision("mutate", req, False, "invalid-shape", mutation=result)
@@ -107,6 +118,101 @@ class Admission:
         audit = {"mutated-by": ",".join(result.applied)} if result.applied else None
         response = responses.allow(req, warnings=result.warnings, audit=audit, patch=patch)
         return response, Decision("mutate", req, True, "checked", mutation=result, patch_ops=len(patch))
+
+    # --- TrainJobs (Kubeflow Trainer v2) ---------------------------------------------------
+    def _validate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
+        """Only TrainJobs on an MPI runtime are checked, by the same rules and policy as MPIJobs;
+        the others pass untouched. A runtime the cache does not hold is the cluster-state case."""
+        if not isinstance(req.object, Mapping):
+            return self._allow(req, "validate", "not-mpi-runtime")
+        if req.operation == "UPDATE" and self._spec_unchanged(req):
+            return self._allow(req, "validate", "unchanged-spec")
+        if req.operation == "UPDATE" and self._kueue_admission(req):
+            return self._allow(req, "validate", "kueue-admission")
+        settings = self._settings(req)
+        if settings is None:
+            return self._allow(req, "validate", "exempt")
+        invalid = self._trainjob_shape(req, "validate")
+        if invalid:
+            return invalid
+        old = req.old_object if req.operation == "UPDATE" and isinstance(req.old_object, Mapping) else None
+        if old is not None and check_trainjob_shape(old):
+            old = None  # a stored object the rules cannot read: nothing to ratchet against
+        review = self._review(req, req.object, settings, old)
+        if review.runtime is None:
+            if not review.runtime_ref.supported:
+                return self._allow(req, "validate", "not-mpi-runtime")  # not ours: upstream refuses it
+            verdict = Verdict((Outcome(self._runtime_unknown(review), settings.cluster_unavailable),))
+            decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
+            return responses.from_verdict(req, verdict), decision
+        if review.effective is None:
+            return self._allow(req, "validate", "not-mpi-runtime")
+        old_review = self._review(req, old, settings, None) if old is not None else None
+        ctx = self._context(req, req.object, settings, old if old_review is not None and old_review.is_mpi else None)
+        attach(ctx, review, old_review if old_review is not None and old_review.is_mpi else None)
+        rules = TRAINJOB_RULES if self.rules is None else self.rules
+        if review.multikueue:  # its pods run in another cluster: only what does not depend on this one
+            rules = tuple(rule for rule in rules if not rule.needs_cluster)
+        verdict = evaluate(ctx, rules, shape_check=None)
+        decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
+        return responses.from_verdict(req, verdict), decision
+
+    def _mutate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
+        if not isinstance(req.object, Mapping):
+            return self._allow(req, "mutate", "not-mpi-runtime")
+        settings = self._settings(req)
+        if settings is None:
+            return self._allow(req, "mutate", "exempt")
+        invalid = self._trainjob_shape(req, "mutate")
+        if invalid:
+            return invalid
+        review = self._review(req, req.object, settings, None)
+        if review.runtime is not None and review.effective is None:
+            return self._allow(req, "mutate", "not-mpi-runtime")
+        if review.runtime is None and not review.runtime_ref.supported:
+            return self._allow(req, "mutate", "not-mpi-runtime")
+        # A runtime not cached yet: the queue label still applies; the pod mutations need the
+        # runtime's templates and are left out (/validate says the runtime is unknown).
+        ctx = self._context(req, req.object, settings, None)
+        attach(ctx, review)
+        return self._mutated(req, ctx)
+
+    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
+        """A TrainJob whose fields the webhook reads have the wrong types: refused with their
+        paths, nothing else runs (the runtime could not even be chosen safely)."""
+        findings = check_trainjob_shape(req.object)
+        if not findings:
+            return None
+        return responses.deny_findings(req, findings), Decision(endpoint, req, False, "invalid-shape")
+
+    def _review(self, req: AdmissionRequest, obj: Mapping[str, Any], settings: Settings,
+                old: Mapping[str, Any] | None) -> TrainJobReview:
+        pinned = settings.params(TRAINING_RUNTIME_RULE).api_shape
+        return review_trainjob(obj, req.namespace, self.cluster, pinned_shape=pinned, old_trainjob=old)
+
+    def _runtime_unknown(self, review: TrainJobReview) -> Finding:
+        reason = "" if self.cluster.available else f" ({self.cluster.unavailable_reason})"
+        return Finding(
+            CLUSTER_STATE_RULE, "spec.runtimeRef.name",
+            f"{review.runtime_label} is not known to the webhook{reason}: it is not created yet, or its watch "
+            "cache is behind; the TrainJob was not checked (worker count, slots, GPUs, quota, node fit)",
+            Problem.POLICY)
+
+    @staticmethod
+    def _kueue_admission(req: AdmissionRequest) -> bool:
+        """Kueue admitting or stopping a TrainJob: only its own runtimePatches entry and
+        ``spec.suspend`` changed. Never blocked, or a queued job could never start."""
+        old, new = req.old_object, req.object
+        if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+            return False
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        if not isinstance(old_spec, Mapping) or not isinstance(new_spec, Mapping):
+            return False
+        ignored = ("suspend", "runtimePatches")
+        if {k: v for k, v in old_spec.items() if k not in ignored} != \
+                {k: v for k, v in new_spec.items() if k not in ignored}:
+            return False
+        return _without_kueue(old_spec.get("runtimePatches")) == _without_kueue(new_spec.get("runtimePatches"))
 
     # --- shared -----------------------------------------------------------------------------
     def _decide(self, endpoint: str, req: AdmissionRequest,
@@ -132,7 +238,7 @@ class Admission:
         return response
 
     def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
-        if not req.is_mpijob:
+        if not req.is_mpijob and not req.is_trainjob:
             log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",
                         endpoint, req.group, req.version, req.kind)
             return self._allow(req, endpoint, "not-mpijob")
@@ -195,3 +301,10 @@ class Admission:
             settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
             generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
         )
+
+
+def _without_kueue(patches: Any) -> list[Any]:
+    """A runtimePatches list without Kueue's own entry."""
+    if not isinstance(patches, list):
+        return [] if patches is None else [patches]
+    return [p for p in patches if not (isinstance(p, Mapping) and p.get("manager") == KUEUE_MANAGER)]

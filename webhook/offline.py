@@ -25,6 +25,8 @@ from policies.engine import CLUSTER_STATE_RULE
 from policies.mpijob.reading import GROUP, HUB_VERSION, KIND
 from policies.config.layered_policy import Policy
 from policies.mpijob.pruning_defaulting import as_admitted
+from policies.trainer.api import GROUP as TRAINER_GROUP
+from policies.trainer.api import TRAINJOB, TRAINJOBS
 from webhook.admission import Decision
 from webhook.review import parse_admission_review
 from webhook.runtime import default_runtime
@@ -43,8 +45,14 @@ CLUSTER_STATE = (
                                                  "is installed)"),
     ("MPIJob", "mpijobs.v2beta1.kubeflow.org", "the namespace's other MPIJobs: quota they claim before all their "
                                                "pods exist (in flight)"),
+    ("ClusterTrainingRuntime", "clustertrainingruntimes.trainer.kubeflow.org",
+     "the Kubeflow Trainer runtimes TrainJobs name (also read from the checked files)"),
+    ("TrainingRuntime", "trainingruntimes.trainer.kubeflow.org", "the same, per namespace"),
+    ("TrainJob", "trainjobs.trainer.kubeflow.org", "the namespace's other TrainJobs on MPI runtimes: quota in "
+                                                   "flight, as for MPIJobs"),
 )
 CLUSTER_KINDS = tuple(kind for kind, _, _ in CLUSTER_STATE)
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 
 
 class BadInput(Exception):
@@ -104,8 +112,10 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
     ranges: dict[str, list[Any]] = {}
     queues: dict[str, list[Any]] | None = None
     jobs: dict[str, list[Any]] = {}
+    trainjobs: dict[str, list[Any]] = {}
     namespaces: dict[str, Any] = {}
     nodes: list[Any] = []
+    cluster_runtimes, runtimes = training_runtimes(objects, default_namespace)
     for source, index, obj in objects:
         kind = obj["kind"]
         metadata = obj.get("metadata")
@@ -120,6 +130,10 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
             queues.setdefault(namespace, []).append(obj)
         elif kind == "MPIJob":
             jobs.setdefault(namespace, []).append(obj)
+        elif kind == TRAINJOB:
+            trainjobs.setdefault(namespace, []).append(obj)
+        elif kind in RUNTIME_KINDS:
+            continue
         elif kind == "Namespace":
             if not meta.get("name"):
                 raise BadInput(source, "a Namespace needs metadata.name", index)
@@ -130,7 +144,39 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
             raise BadInput(source, f"kind {kind} is not cluster state the rules read; expected one of "
                                    f"{', '.join(CLUSTER_KINDS)}", index)
     return StaticClusterView(quotas=quotas, ranges=ranges, namespaces=namespaces, node_list=tuple(nodes),
-                             queues=queues, jobs=jobs)
+                             queues=queues, jobs=jobs, cluster_runtimes=cluster_runtimes, runtimes=runtimes,
+                             train_jobs=trainjobs)
+
+
+def training_runtimes(objects: Iterable[tuple[str, int, Mapping[str, Any]]], default_namespace: str
+                      ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(ClusterTrainingRuntimes by name, TrainingRuntimes by namespace and name) among ``objects``."""
+    cluster_wide: dict[str, Any] = {}
+    namespaced: dict[str, dict[str, Any]] = {}
+    for source, index, obj in objects:
+        if obj.get("kind") not in RUNTIME_KINDS:
+            continue
+        listed = obj.get("metadata")
+        meta: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
+        if not meta.get("name"):
+            raise BadInput(source, f"a {obj['kind']} needs metadata.name", index)
+        if obj["kind"] == "ClusterTrainingRuntime":
+            cluster_wide[meta["name"]] = obj
+        else:
+            namespaced.setdefault(meta.get("namespace") or default_namespace, {})[meta["name"]] = obj
+    return cluster_wide, namespaced
+
+
+def with_runtimes(view: StaticClusterView, objects: Sequence[tuple[str, int, Mapping[str, Any]]],
+                  default_namespace: str) -> StaticClusterView:
+    """``view`` with the training runtimes among ``objects`` too (given beside the TrainJobs)."""
+    cluster_wide, namespaced = training_runtimes(objects, default_namespace)
+    if not cluster_wide and not namespaced:
+        return view
+    merged = {ns: dict(names) for ns, names in view.runtimes.items()}
+    for ns, names in namespaced.items():
+        merged.setdefault(ns, {}).update(names)
+    return replace(view, cluster_runtimes={**view.cluster_runtimes, **cluster_wide}, runtimes=merged)
 
 
 def unavailable_cluster() -> StaticClusterView:
@@ -154,6 +200,12 @@ class Checker:
         self._admission = runtime.admission
         self._admission.observers.append(self._decisions.append)
 
+    def add_runtimes(self, objects: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
+        """Training runtimes given in the input beside the TrainJobs that name them."""
+        view = self._admission.cluster
+        if isinstance(view, StaticClusterView):
+            self._admission.cluster = with_runtimes(view, objects, self.namespace)
+
     def check(self, obj: Mapping[str, Any], source: str, index: int) -> dict[str, Any]:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         metadata = obj.get("metadata")
@@ -163,6 +215,10 @@ class Checker:
             "namespace": meta.get("namespace") or self.namespace,
             "name": meta.get("name") or meta.get("generateName") or "",
         }
+        if group == TRAINER_GROUP and obj["kind"] == TRAINJOB:
+            return {**result, **self._admit(dict(obj), group, version, result["namespace"], TRAINJOB), "pruned": []}
+        if group == TRAINER_GROUP and obj["kind"] in RUNTIME_KINDS:
+            return {**result, "decision": "ignored", "reason": "training-runtime"}
         if group != GROUP or obj["kind"] != KIND:
             return {**result, "decision": "ignored", "reason": "not-mpijob"}
         pruned: list[dict[str, Any]] = []
@@ -172,8 +228,9 @@ class Checker:
             pruned = [{"path": p.path, "message": p.message, "suggestion": p.suggestion} for p in removed]
         return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
 
-    def _admit(self, obj: Mapping[str, Any], group: str, version: str, namespace: str) -> dict[str, Any]:
-        mutating = self._call("mutate", obj, group, version, namespace)
+    def _admit(self, obj: Mapping[str, Any], group: str, version: str, namespace: str,
+               kind: str = KIND) -> dict[str, Any]:
+        mutating = self._call("mutate", obj, group, version, namespace, kind)
         mutation = mutating[1].mutation
         patch: list[dict[str, Any]] = []
         if "patch" in mutating[0]:
@@ -185,22 +242,24 @@ class Checker:
         if not mutating[0]["allowed"]:
             findings = [_finding(f, Action.DENY) for f in (mutation.invalid if mutation else ())]
             return _outcome(mutating, findings, [], mutating[0].get("warnings", []), mutations)
-        validating = self._call("validate", obj, group, version, namespace)
+        validating = self._call("validate", obj, group, version, namespace, kind)
         verdict = validating[1].verdict
         outcomes = verdict.outcomes if verdict else ()
+        # A TrainJob's runtime missing from the input is said even without cluster state
         findings = [_finding(o.finding, o.action) for o in outcomes if o.finding.rule != CLUSTER_STATE_RULE
-                    or self.cluster is not None]
+                    or self.cluster is not None or o.finding.path == "spec.runtimeRef.name"]
         warnings = [*mutating[0].get("warnings", []), *validating[0].get("warnings", [])]
         return _outcome(validating, findings, list(verdict.skipped) if verdict else [], warnings, mutations)
 
     def _call(self, endpoint: str, obj: Mapping[str, Any], group: str, version: str,
-              namespace: str) -> tuple[dict[str, Any], Decision]:
+              namespace: str, kind: str = KIND) -> tuple[dict[str, Any], Decision]:
         review: dict[str, Any] = {
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {
                 "uid": f"check-{endpoint}", "operation": "CREATE", "namespace": namespace,
-                "kind": {"group": group, "version": version, "kind": KIND},
-                "resource": {"group": group, "version": version, "resource": "mpijobs"},
+                "kind": {"group": group, "version": version, "kind": kind},
+                "resource": {"group": group, "version": version,
+                             "resource": TRAINJOBS if kind == TRAINJOB else "mpijobs"},
                 "userInfo": {"username": CHECK_USER}, "object": obj, "oldObject": None, "dryRun": True,
             },
         }

@@ -60,6 +60,10 @@ class AdmissionRequest:
     def is_mpijob(self) -> bool:
         return self.group == "kubeflow.org" and self.kind == "MPIJob"
 
+    @property
+    def is_trainjob(self) -> bool:
+        return self.group == "trainer.kubeflow.org" and self.kind == "TrainJob"
+
 
 def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_BODY_BYTES) -> bytearray:
     """The request body, refused (413) as soon as it is known to be longer than ``limit``: by

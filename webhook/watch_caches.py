@@ -33,7 +33,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from policies.cluster_view import NO_CLUSTER, ClusterView, StaticClusterView
+from policies.cluster_view import CLUSTER_TRAINING_RUNTIME, NO_CLUSTER, ClusterView, StaticClusterView
 from webhook.runtime import ReadinessCheck
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,13 @@ NAMESPACES = Kind("namespaces", "", ("v1",), namespaced=False, core_list="list_n
 NODES = Kind("nodes", "", ("v1",), namespaced=False, core_list="list_node", trim=_node_essentials)
 LOCAL_QUEUES = Kind("localqueues", "kueue.x-k8s.io", ("v1beta2", "v1beta1"), optional=True)
 MPIJOBS = Kind("mpijobs", "kubeflow.org", ("v2beta1",), optional=True)
-KINDS = (RESOURCE_QUOTAS, LIMIT_RANGES, NAMESPACES, NODES, LOCAL_QUEUES, MPIJOBS)
+# Kubeflow Trainer v2: the runtimes TrainJobs name, and the TrainJobs (for quota in flight)
+CLUSTER_TRAINING_RUNTIMES = Kind("clustertrainingruntimes", "trainer.kubeflow.org", ("v1alpha1",),
+                                 namespaced=False, optional=True)
+TRAINING_RUNTIMES = Kind("trainingruntimes", "trainer.kubeflow.org", ("v1alpha1",), optional=True)
+TRAINJOBS = Kind("trainjobs", "trainer.kubeflow.org", ("v1alpha1",), optional=True)
+KINDS = (RESOURCE_QUOTAS, LIMIT_RANGES, NAMESPACES, NODES, LOCAL_QUEUES, MPIJOBS,
+         CLUSTER_TRAINING_RUNTIMES, TRAINING_RUNTIMES, TRAINJOBS)
 
 
 # --- timing -------------------------------------------------------------------------------
@@ -555,6 +561,16 @@ class ClusterCaches:
 
     def mpijobs(self, namespace: str) -> Sequence[Obj]:
         return self._items(MPIJOBS.plural, namespace)
+
+    def training_runtime(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == CLUSTER_TRAINING_RUNTIME:
+            informer, namespace = self._informers.get(CLUSTER_TRAINING_RUNTIMES.plural), CLUSTER_SCOPED
+        else:
+            informer = self._informers.get(TRAINING_RUNTIMES.plural)
+        return informer.get(namespace, name) if informer else None
+
+    def trainjobs(self, namespace: str) -> Sequence[Obj]:
+        return self._items(TRAINJOBS.plural, namespace)
 
 
 # --- connecting ---------------------------------------------------------------------------

@@ -117,6 +117,13 @@ def fields_check(fields: Iterable[FieldPath]) -> Callable[[Any], list[Finding]]:
     return lambda job: _check_types(job, schema, well_typed)
 
 
+def schema_check(schema: Mapping[str, Any]) -> Callable[[Any], list[Finding]]:
+    """The same type check against another object's schema (one built from parts of this one,
+    such as a TrainJob's, whose patches hold pod templates), compiled once."""
+    well_typed = _compile(schema).check
+    return lambda obj: _check_types(obj, schema, well_typed)
+
+
 _WHOLE: Any = object()  # in the tree of fields: this value is checked, all of it
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, lookup, pod_templates, set_value, templates_phrase
+from policies.trainer import own_patch
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 INJECT = "sidecar.istio.io/inject"
 # The label is Istio's current switch; OpenShift Service Mesh 2 still reads the annotation.
@@ -32,6 +34,9 @@ class IstioSidecarOff:
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: IstioSidecarOffParams = ctx.params(self.id)
+        review = review_of(ctx)
+        if review is not None:
+            return self._apply_to_trainjob(job, review, params)
         changed = False
         asked: list[str] = []
         for replica_type, path, template in pod_templates(job):
@@ -42,6 +47,30 @@ class IstioSidecarOff:
             for field in INJECT_FIELDS:
                 changed |= set_value(job, (*path, "metadata", field), INJECT, "false")
         return Mutated(changed, self._warnings(asked, params))
+
+    def _apply_to_trainjob(self, job: WorkingCopy, review: TrainJobReview,
+                           params: IstioSidecarOffParams) -> Mutated:
+        """A TrainJob's launcher and node pods get the label and annotation through our own
+        patch entry, where their pod templates (runtime and patches together) lack them."""
+        effective = review.effective
+        if effective is None:
+            return Mutated()
+        targets = [rj for rj in (effective.launcher, effective.node) if rj is not None]
+        asked = [rj.name for rj in targets if asks_for_sidecar(rj.pod_template.get("metadata"))]
+        changed = full = False
+        # Written for every pod it may touch, not only those that lack it: "false" again changes
+        # nothing, and the pods then share one patch entry (on v2.1, one override per target set)
+        eligible = [rj for rj in targets if not (params.keep_explicit_true and rj.name in asked)]
+        for field in INJECT_FIELDS:
+            if any(lookup(rj.pod_template.get("metadata"), (field, INJECT)) != "false" for rj in eligible):
+                names = [rj.name for rj in eligible]
+                done = own_patch.set_on_pods(job, review.shape, names, "metadata", field, "false", INJECT)
+                changed, full = changed or done, full or not done
+        warnings = self._warnings(asked, params)
+        if full:
+            warnings += (f"{own_patch.FULL}: the pods may get an Istio sidecar, and then {WHY}; "
+                         f'set {INJECT}: "false" in one of the entries',)
+        return Mutated(changed, warnings)
 
     @staticmethod
     def _warnings(asked: list[str], params: IstioSidecarOffParams) -> tuple[str, ...]:

@@ -6,6 +6,8 @@ from typing import Any
 from policies.interface import Mutated, RuleContext
 from policies.mutations.edits import TEMPLATE_PATHS, WorkingCopy, pod_templates, set_default, set_value, templates_phrase
 from policies.kube.names import is_dns1123_subdomain
+from policies.trainer import own_patch
+from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 AUTOMOUNT = "automountServiceAccountToken"
 
@@ -37,6 +39,9 @@ class RestrictedServiceAccount:
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: RestrictedServiceAccountParams = ctx.params(self.id)
+        review = review_of(ctx)
+        if review is not None:
+            return self._apply_to_trainjob(job, review, params)
         changed = False
         mounting: list[str] = []
         for replica_type, path, template in pod_templates(job):
@@ -49,6 +54,28 @@ class RestrictedServiceAccount:
             if params.service_account and not _names_service_account(pod):
                 changed |= set_value(job, (*path, "spec"), "serviceAccountName", params.service_account)
         return Mutated(changed, self._warnings(mounting))
+
+    def _apply_to_trainjob(self, job: WorkingCopy, review: TrainJobReview,
+                           params: RestrictedServiceAccountParams) -> Mutated:
+        """A TrainJob's patches cannot set automountServiceAccountToken (PodSpecPatch has no
+        such field): the restricted ServiceAccount carries ``automountServiceAccountToken:
+        false`` itself. What a patch can do is name it, for the launcher and node pods whose
+        templates name no ServiceAccount."""
+        effective = review.effective
+        if effective is None:
+            return Mutated()
+        targets = [rj for rj in (effective.launcher, effective.node) if rj is not None]
+        mounting = [rj.name for rj in targets if rj.pod_spec.get(AUTOMOUNT) is True]
+        unnamed = [rj.name for rj in targets if not _names_service_account(dict(rj.pod_spec))]
+        changed = False
+        warnings = self._warnings(mounting)
+        if params.service_account and unnamed:
+            changed = own_patch.set_on_pods(job, review.shape, unnamed, "spec", "serviceAccountName",
+                                            params.service_account)
+            if not changed:
+                warnings += (f"{own_patch.FULL}: the {' and '.join(unnamed)} pods run as the namespace's "
+                             f"default ServiceAccount, not {params.service_account}",)
+        return Mutated(changed, warnings)
 
     @staticmethod
     def _warnings(mounting: list[str]) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from policies.kube.quota import (
     unstated,
 )
 from policies.kube.pod_resources import ContainerResources, request_pods
+from policies.trainer.trainjob_review import in_flight_trainjobs
 from policies.workload import Workload, request_old_workload, request_workload
 
 ZERO = Decimal(0)
@@ -152,7 +153,8 @@ class ResourceQuota:
             return
         # Parsed quotas and what other jobs hold in flight: derived once per change of these
         namespace = namespace_quotas(quota_objects, ctx.cluster.limit_ranges(ctx.namespace),
-                                     ctx.cluster.mpijobs(ctx.namespace))
+                                     ctx.cluster.mpijobs(ctx.namespace),
+                                     in_flight_trainjobs(ctx.cluster.trainjobs(ctx.namespace), ctx))
         workload = request_workload(ctx)
         pods = request_pods(ctx)
         charges = pod_charges(pods)

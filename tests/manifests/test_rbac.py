@@ -10,6 +10,8 @@ READ = {"get", "list", "watch"}
 CACHED = {
     ("", "resourcequotas"), ("", "limitranges"), ("", "namespaces"), ("", "nodes"),
     ("kubeflow.org", "mpijobs"), ("kueue.x-k8s.io", "localqueues"),
+    ("trainer.kubeflow.org", "clustertrainingruntimes"), ("trainer.kubeflow.org", "trainingruntimes"),
+    ("trainer.kubeflow.org", "trainjobs"),
 }
 
 

@@ -72,6 +72,9 @@ class TestRegistration:
         assert hook["matchPolicy"] == "Equivalent"
         assert hook["rules"] == [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"],
                                   "operations": ["CREATE", "UPDATE"], "resources": ["mpijobs"],
+                                  "scope": "Namespaced"},
+                                 {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"],
+                                  "operations": ["CREATE", "UPDATE"], "resources": ["trainjobs"],
                                   "scope": "Namespaced"}]
 
     def test_mutating(self, overlays: dict[str, list[Object]], overlay: str) -> None:
@@ -83,7 +86,9 @@ class TestRegistration:
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["matchPolicy"] == "Equivalent"
         assert hook["rules"] == [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"],
-                                  "operations": ["CREATE"], "resources": ["mpijobs"], "scope": "Namespaced"}]
+                                  "operations": ["CREATE"], "resources": ["mpijobs"], "scope": "Namespaced"},
+                                 {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"],
+                                  "operations": ["CREATE"], "resources": ["trainjobs"], "scope": "Namespaced"}]
 
     def test_mutating_configuration_runs_before_kueues(self, overlays: dict[str, list[Object]], overlay: str) -> None:
         # Mutating configurations are called in the lexical order of their names; Kueue suspends

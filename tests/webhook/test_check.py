@@ -162,7 +162,8 @@ def test_a_missing_file_an_invalid_policy_and_unknown_cluster_kinds_exit_2(tmp_p
     assert code == 2
     assert report["errors"] == [{"source": str(state), "document": 0, "message":
                                  "kind Pod is not cluster state the rules read; expected one of ResourceQuota, "
-                                 "LimitRange, Node, Namespace, LocalQueue, MPIJob"}]
+                                 "LimitRange, Node, Namespace, LocalQueue, MPIJob, ClusterTrainingRuntime, "
+                                 "TrainingRuntime, TrainJob"}]
 
 
 def test_a_list_object_is_checked_item_by_item(tmp_path, capsys):

@@ -181,7 +181,10 @@ def test_serve_help_names_every_endpoint_with_its_method(capsys: pytest.CaptureF
 # What ``kubectl get`` calls each kind the cluster-state file may hold (kind: List of them).
 KUBECTL_RESOURCES = {"resourcequotas": "ResourceQuota", "limitranges": "LimitRange", "nodes": "Node",
                      "namespaces": "Namespace", "localqueues.kueue.x-k8s.io": "LocalQueue",
-                     "mpijobs.v2beta1.kubeflow.org": "MPIJob"}
+                     "mpijobs.v2beta1.kubeflow.org": "MPIJob",
+                     "clustertrainingruntimes.trainer.kubeflow.org": "ClusterTrainingRuntime",
+                     "trainingruntimes.trainer.kubeflow.org": "TrainingRuntime",
+                     "trainjobs.trainer.kubeflow.org": "TrainJob"}
 
 
 def test_check_help_names_every_object_cluster_state_reads_and_how_to_get_them_all(
@@ -189,6 +192,7 @@ def test_check_help_names_every_object_cluster_state_reads_and_how_to_get_them_a
     from webhook.offline import CLUSTER_KINDS, BadInput, cluster_view
 
     accepted = [kind for kind in ("ResourceQuota", "LimitRange", "Node", "Namespace", "LocalQueue", "MPIJob",
+                                  "ClusterTrainingRuntime", "TrainingRuntime", "TrainJob",
                                   "Pod", "ConfigMap", "ClusterQueue", "PriorityClass", "Job")
                 if _accepted_as_cluster_state(kind, cluster_view, BadInput)]
     assert accepted == list(CLUSTER_KINDS)

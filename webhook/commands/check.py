@@ -28,9 +28,11 @@ STDIN = "-"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help="check MPIJob manifests offline, exactly as the webhook would",
-        description="Evaluate MPIJob manifests (multi-document YAML; - for stdin) with the webhook's rules,\n"
-                    "mutations and messages. Exit 0: all admitted; 1: any denied; 2: bad input.",
+        "check", help="check MPIJob and TrainJob manifests offline, exactly as the webhook would",
+        description="Evaluate MPIJob and Kubeflow Trainer TrainJob manifests (multi-document YAML; - for stdin)\n"
+                    "with the webhook's rules, mutations and messages; the training runtimes TrainJobs name\n"
+                    "are read from the same input or from --cluster-state.\n"
+                    "Exit 0: all admitted; 1: any denied; 2: bad input.",
         epilog=cluster_state_help(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="manifest files, or - for stdin")
@@ -50,12 +52,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cluster_state_help() -> str:
-    kinds = "\n".join(f"  {kind:<14} {purpose}" for kind, _, purpose in CLUSTER_STATE)
+    width = max(len(kind) for kind, _, _ in CLUSTER_STATE)
+    kinds = "\n".join(f"  {kind:<{width}} {purpose}" for kind, _, purpose in CLUSTER_STATE)
     resources = ",".join(resource for _, resource, _ in CLUSTER_STATE)
     return (f"--cluster-state reads these objects (any other kind is an error):\n{kinds}\n\n"
             f"All of them from a cluster, in one file:\n"
             f"  kubectl get {resources} -A -o yaml > cluster-state.yaml\n"
-            f"(without Kueue installed, leave out localqueues.kueue.x-k8s.io)")
+            f"(leave out localqueues.kueue.x-k8s.io without Kueue, and the trainer.kubeflow.org\n"
+            f"resources without Kubeflow Trainer)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,16 +91,22 @@ def evaluate(args: argparse.Namespace) -> Report:
     exported = vap_answers.exported(policy) if args.vap else []
     results: list[dict[str, Any]] = []
     errors: list[BadInput] = []
+    inputs: list[tuple[str, int, dict[str, Any]]] = []
     for name in args.files:
         try:
-            for index, obj in documents(read(name), label(name)):
-                result = checker.check(obj, label(name), index)
-                if args.vap and result["decision"] != "ignored":
-                    namespace = result["namespace"]
-                    result["vap"] = vap_answers.answer(exported, obj, namespace, labels.get(namespace, {}))
-                results.append(result)
+            inputs += [(label(name), index, obj) for index, obj in documents(read(name), label(name))]
         except BadInput as error:
             errors.append(error)
+    try:
+        checker.add_runtimes(inputs)  # runtimes given beside the TrainJobs, in any order
+    except BadInput as error:
+        errors.append(error)
+    for source, index, obj in inputs:
+        result = checker.check(obj, source, index)
+        if args.vap and result["decision"] != "ignored" and obj.get("kind") == "MPIJob":
+            namespace = result["namespace"]
+            result["vap"] = vap_answers.answer(exported, obj, namespace, labels.get(namespace, {}))
+        results.append(result)
     return Report(tuple(results), tuple(errors), args.cluster_state is not None)
 
 
@@ -149,7 +159,9 @@ def render_text(report: Report) -> Iterator[str]:
         where = f"{result['source']}[{result['document']}]"
         what = f"{result['kind']} {result['namespace']}/{result['name']}"
         if result["decision"] == "ignored":
-            yield f"{where} {result['apiVersion']} {what}: ignored (not an MPIJob)"
+            why = "a training runtime, read for the TrainJobs" if result["reason"] == "training-runtime" \
+                else "not an MPIJob"
+            yield f"{where} {result['apiVersion']} {what}: ignored ({why})"
             continue
         note = f" ({result['reason']})" if result["reason"] not in ("checked", "invalid-shape") else ""
         yield f"{where} {what}: {result['decision']}{note}"
