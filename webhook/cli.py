@@ -17,6 +17,7 @@ COMMANDS = (
     "webhook.commands.policy",
     "webhook.commands.check",
     "webhook.commands.convert",
+    "webhook.commands.export",
 )
 DISTRIBUTION = "mpijob-webhook"
 # A shell reports a command that a closed pipe stopped (``| head``) with this status.

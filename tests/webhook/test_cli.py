@@ -85,7 +85,7 @@ def test_abbreviated_options_are_not_guessed(capsys: pytest.CaptureFixture[str],
 
 def test_no_parser_of_the_command_line_accepts_abbreviations():
     parsers = list(all_parsers(build_parser()))
-    assert len(parsers) == 10  # mpijob-webhook, 5 commands, policy's 4 actions
+    assert len(parsers) == 12  # mpijob-webhook, 6 commands, policy's 4 actions, export's 1 kind
     assert [p.prog for p in parsers if p.allow_abbrev] == []
 
 

@@ -17,6 +17,7 @@ from policies.config import PolicyError
 from policies.config.reader import default_policy
 from policies.messages import plural
 from policies.config.layered_policy import Policy
+from webhook.cel import check_answers as vap_answers
 from webhook.input_files import UnreadablePolicyFile, cannot_read
 from webhook.offline import (CLUSTER_KINDS, CLUSTER_STATE, NO_CLUSTER_STATE, BadInput, Checker, Report, cluster_view,
                              documents)
@@ -43,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--namespace", default="default",
                         help="namespace of manifests that name none (default %(default)s)")
     parser.add_argument("--output", "-o", choices=("text", "json"), default="text", help="report format")
+    parser.add_argument("--vap", action="store_true",
+                        help="also show what the exported ValidatingAdmissionPolicies alone would answer "
+                             "(`export vap` of the same policy; needs the cel-python package); exit 1 when "
+                             "either would deny")
     parser.set_defaults(run=run)
 
 
@@ -58,6 +63,9 @@ def cluster_state_help() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.vap and not vap_answers.available():
+        print(f"error: {vap_answers.MISSING}", file=sys.stderr)
+        return 2
     report = evaluate(args)
     if args.output == "json":
         json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
@@ -67,15 +75,20 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         for error in report.errors:
             print(f"error: {error}", file=sys.stderr)
+    if report.exit_code == 0 and any(r.get("vap", {}).get("decision") == "denied" for r in report.results):
+        return 1
     return report.exit_code
 
 
 def evaluate(args: argparse.Namespace) -> Report:
     empty = Report((), (), args.cluster_state is not None)
     try:
-        checker = Checker(_policy(args.policy_file), _cluster(args.cluster_state, args.namespace), args.namespace)
+        policy = _policy(args.policy_file)
+        checker = Checker(policy, _cluster(args.cluster_state, args.namespace), args.namespace)
+        labels = _namespace_labels(args.cluster_state) if args.vap else {}
     except BadInput as error:
         return empty.with_error(error)
+    exported = vap_answers.exported(policy) if args.vap else []
     results: list[dict[str, Any]] = []
     errors: list[BadInput] = []
     inputs: list[tuple[str, int, dict[str, Any]]] = []
@@ -89,7 +102,11 @@ def evaluate(args: argparse.Namespace) -> Report:
     except BadInput as error:
         errors.append(error)
     for source, index, obj in inputs:
-        results.append(checker.check(obj, source, index))
+        result = checker.check(obj, source, index)
+        if args.vap and result["decision"] != "ignored" and obj.get("kind") == "MPIJob":
+            namespace = result["namespace"]
+            result["vap"] = vap_answers.answer(exported, obj, namespace, labels.get(namespace, {}))
+        results.append(result)
     return Report(tuple(results), tuple(errors), args.cluster_state is not None)
 
 
@@ -115,6 +132,19 @@ def _policy(path: Path | None) -> Policy:
         raise BadInput(str(path), exc.reason) from None
     except PolicyError as exc:
         raise BadInput(str(path), "invalid policy: " + "; ".join(str(p) for p in exc.problems)) from None
+
+
+def _namespace_labels(path: Path | None) -> dict[str, dict[str, str]]:
+    """Labels of the Namespaces in the cluster-state file: the exported policies' overrides
+    select namespaces by them, as the webhook's do."""
+    if path is None:
+        return {}
+    found = {}
+    for _, obj in documents(read(str(path)), str(path)):
+        if obj.get("kind") == "Namespace":
+            meta = obj.get("metadata") or {}
+            found[str(meta.get("name", ""))] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    return found
 
 
 def _cluster(path: Path | None, namespace: str) -> Any:
@@ -146,6 +176,8 @@ def render_text(report: Report) -> Iterator[str]:
         if result["skipped"]:
             reason = "" if report.cluster_state else f" ({NO_CLUSTER_STATE})"
             yield f"  skipped {', '.join(result['skipped'])}{reason}"
+        if "vap" in result:
+            yield from vap_answers.render(result["vap"])
         mutations = result["mutations"]
         if mutations["patch"]:
             yield f"  mutate  {', '.join(mutations['applied'])}: {len(mutations['patch'])} patch operations"

@@ -1,0 +1,15 @@
+"""Evaluating exported ValidatingAdmissionPolicies outside the API server, for
+``check --vap`` and the tests: a CEL interpreter (the optional ``cel-python`` package) with the
+Kubernetes CEL libraries the exported policy uses, and the API server's way of applying a
+policy and its bindings to a request.
+"""
+
+MISSING = ("evaluating ValidatingAdmissionPolicies needs the optional cel-python package: "
+           "pip install 'mpijob-webhook[vap]'")
+
+
+class CelUnavailable(RuntimeError):
+    """cel-python is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(MISSING)
