@@ -17,7 +17,7 @@ Built for every request and read by several rules: slotted dataclasses, not froz
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -208,6 +208,12 @@ class WorkloadKind:
         """The kind with its indefinite article, as a message starts a sentence about one."""
         return f"{self.article} {self.kind}"
 
+    def job_key(self, name: str) -> str:
+        """How quota accounting tells the jobs of a namespace apart. Names are unique within one
+        API only: an MPIJob and a TrainJob may both be called ``train``. An MPIJob keeps its bare
+        name (what messages have always listed), another API's job reads ``TrainJob train``."""
+        return name if self.kind == "MPIJob" else f"{self.kind} {name}"
+
     @property
     def count_resource(self) -> str:
         """The object-count quota resource the API server charges per job: count/mpijobs.kubeflow.org."""
@@ -227,6 +233,15 @@ class PodNames(Protocol):
     def longest(self, name: str) -> str:
         """The longest object name the controller derives from the job's name ``name``."""
         ...
+
+
+def jobs_in_words(keys: Sequence[str]) -> tuple[str, str]:
+    """Jobs keyed by ``WorkloadKind.job_key`` as a message names them: ("MPIJobs", "a, b") when
+    all are of one API, else ("jobs", "a, TrainJob b")."""
+    kinds = {key.split(" ", 1)[0] if " " in key else "MPIJob" for key in keys}
+    if len(kinds) == 1:
+        return f"{kinds.pop()}s", ", ".join(key.rsplit(" ", 1)[-1] for key in keys)
+    return "jobs", ", ".join(keys)
 
 
 def max_name_length(names: PodNames) -> int:

@@ -325,11 +325,12 @@ def _namespace_quotas(quota_objects: Iterable[Mapping[str, Any]], limit_ranges: 
     starting = [w for w in workloads if w.lifecycle.pods_not_created_yet]
     if starting:
         defaults = container_defaults(limit_range_items(limit_ranges))
-        pods = [(w.name, workload_pods(w, defaults)) for w in starting]
+        pods = [(w.kind.job_key(w.name), workload_pods(w, defaults)) for w in starting]
     else:
         pods = []
     in_flight = tuple(InFlight.of({name: charge(job, quota) for name, job in pods}, quota) for quota in parsed)
-    running = tuple(w.name for w in workloads if w.lifecycle.active and not w.lifecycle.pods_not_created_yet)
+    running = tuple(w.kind.job_key(w.name) for w in workloads
+                    if w.lifecycle.active and not w.lifecycle.pods_not_created_yet)
     return NamespaceQuotas(parsed, in_flight, running)
 
 

@@ -39,7 +39,7 @@ from policies.kube.quota import (
 )
 from policies.kube.pod_resources import ContainerResources, request_pods
 from policies.trainer.trainjob_review import in_flight_trainjobs
-from policies.workload import Workload, request_old_workload, request_workload
+from policies.workload import Workload, jobs_in_words, request_old_workload, request_workload
 
 ZERO = Decimal(0)
 
@@ -172,7 +172,7 @@ class ResourceQuota:
             demand = _demand(charge_of(charges, pods.workers, quota), running_workers)
             if demand is None:
                 continue
-            in_flight = in_flight.without(ctx.name, quota)
+            in_flight = in_flight.without(workload.kind.job_key(ctx.name), quota)
             demands.append((demand, in_flight))
             for resource, _, room_now in in_flight.rooms:
                 per_worker = demand.per_worker.get(resource, ZERO)
@@ -229,7 +229,7 @@ class ResourceQuota:
             return Finding(self.id, path, _queued_message(self.id, path, workload, shortfalls[0],
                                                           len(shortfalls) - 1, hint),
                            Problem.POLICY, ceiling=Action.WARN)
-        running = namespace.running_besides(ctx.name)
+        running = namespace.running_besides(workload.kind.job_key(ctx.name))
         head = ("needs more than the namespace quota allows in total, so it can never run as is"
                 if never else "does not fit the namespace quota now")
         details = "; ".join(_describe(workload, s) for s in shortfalls)
@@ -288,8 +288,8 @@ def _describe(workload: Workload, s: Shortfall) -> str:
     r = s.resource
     used = f"used {format_quantity(s.used, r)}"
     if s.in_flight:
-        used += (f" + {format_quantity(s.in_flight, r)} for {workload.kind.kind}s accepted but not started yet "
-                 f"({', '.join(s.in_flight_jobs)})")
+        kinds, names = jobs_in_words(s.in_flight_jobs)
+        used += f" + {format_quantity(s.in_flight, r)} for {kinds} accepted but not started yet ({names})"
     defaults = f", defaults of LimitRange {', '.join(s.defaulted_by)} included" if s.defaulted_by else ""
     return (f"ResourceQuota {s.quota.name}: {r} requested {format_quantity(s.requested, r)} "
             f"({_requested(workload, s)}{defaults}), "

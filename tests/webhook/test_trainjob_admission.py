@@ -15,6 +15,7 @@ from policies.cluster_view import StaticClusterView
 from policies.config.layered_policy import Policy
 from policies.config.rule_settings import Settings
 from policies.registry import default_settings
+from testing.builders import mpijob
 from testing.kube_objects import limit_range, local_queue, node, resource_quota
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
 from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
@@ -229,6 +230,29 @@ def test_in_flight_trainjobs_count_against_the_quota():
     response, _ = validate(trainjob(numNodes=2, resourcesPerNode={"limits": {GPU: 2}}), view=view)
     assert response["allowed"] is False
     assert "earlier" in response["status"]["message"]
+
+
+def test_an_mpijob_in_flight_with_the_trainjobs_name_still_counts():
+    # Names are unique per API only: the MPIJob "train" waiting for its pods is another job than
+    # the TrainJob "train" being created, and its 4 GPUs are taken from the same quota.
+    waiting = mpijob("train", workers=2, worker_resources={"limits": {"cpu": 1, "memory": "1Gi", GPU: 2}},
+                     namespace="team-a")
+    view = cluster(quotas={"team-a": [resource_quota("gpus", {f"requests.{GPU}": 6})]}, jobs={"team-a": [waiting]})
+    job = trainjob(name="train", numNodes=3, resourcesPerNode={"limits": {GPU: 2}})  # launcher + 2 nodes: 6 GPUs
+    response, _ = validate(job, view=view)
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    assert "used 0 + 4 for MPIJobs accepted but not started yet (train), available 2" in response["status"]["message"]
+    alone = cluster(quotas={"team-a": [resource_quota("gpus", {f"requests.{GPU}": 6})]})
+    assert validate(job, view=alone)[0]["allowed"] is True
+
+
+def test_in_flight_jobs_of_both_apis_are_named_with_their_kind():
+    gpus = {"limits": {"cpu": 1, "memory": "1Gi", GPU: 1}}
+    view = cluster(quotas={"team-a": [resource_quota("gpus", {f"requests.{GPU}": 8})]},
+                   jobs={"team-a": [mpijob("pi", workers=2, worker_resources=gpus, namespace="team-a")]},
+                   train_jobs={"team-a": [trainjob(name="earlier", numNodes=3, resourcesPerNode={"limits": {GPU: 1}})]})
+    response, _ = validate(trainjob(name="train", numNodes=3, resourcesPerNode={"limits": {GPU: 2}}), view=view)
+    assert "+ 5 for jobs accepted but not started yet (TrainJob earlier, pi)" in response["status"]["message"]
 
 
 def test_a_limit_range_maximum_bounds_gpus_per_node():
