@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.interface import Action, Finding, Problem, RuleContext
-from policies.workload import request_workload
+from policies.workload import Source, request_workload
 
 
 @dataclass(frozen=True)
@@ -55,17 +55,31 @@ class WorkerCount:
         noun = workers.noun
         if replicas > params.max:
             return [Finding(self.id, count.finding_path,
-                            count.said(f"at most {params.max} {noun}s are allowed (asked {replicas}); "
+                            count.said(f"at most {params.max} {noun}s{_besides(count)} are allowed "
+                                       f"({_asked(replicas, count, noun)}); "
                                        f"{count.set_to(f'{count.written(params.max)} or fewer')}, and give each "
                                        f"{noun} more slots or GPUs if you need the ranks"),
                             Problem.INVALID, count.written(replicas))]
         if replicas < params.min:
             return [Finding(self.id, count.finding_path,
-                            count.said(f"at least {params.min} {noun}s are required for a distributed job "
-                                       f"(asked {replicas}); {count.set_to(f'{count.written(params.min)} or more')}"),
+                            count.said(f"at least {params.min} {noun}s{_besides(count)} are required for a "
+                                       f"distributed job ({_asked(replicas, count, noun)}); "
+                                       f"{count.set_to(f'{count.written(params.min)} or more')}"),
                             Problem.INVALID, count.written(replicas))]
         return []
 
 
 def _allowed(params: WorkerCountParams, offset: int = 0) -> str:
     return f"between {params.min + offset} and {params.max + offset}"
+
+
+# A count written with the launcher's pod in it (a TrainJob's numNodes with runLauncherAsNode):
+# the limit is on the others, and the message says which number is which.
+def _besides(count: Source) -> str:
+    return " besides the launcher's" if count.offset else ""
+
+
+def _asked(replicas: int, count: Source, noun: str) -> str:
+    if not count.offset:
+        return f"asked {replicas}"
+    return f"asked {count.written(replicas)}: {max(replicas, 0)} besides the launcher's {noun}"

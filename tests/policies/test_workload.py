@@ -104,8 +104,8 @@ def run(rule, view, **context_args):
 
 def test_worker_count_names_the_trainjob_field_and_the_number_to_write_there():
     (finding,) = run(WorkerCount(), trainjob_like(nodes=121))
-    assert finding == ("[worker-count] spec.trainer.numNodes: Invalid value: 121: at most 100 nodes are allowed "
-                       "(asked 120); set spec.trainer.numNodes to 101 or fewer, and give each node more slots or "
+    assert finding == ("[worker-count] spec.trainer.numNodes: Invalid value: 121: at most 100 nodes besides the "
+                       "launcher's are allowed (asked 121: 120 besides the launcher's node); set spec.trainer.numNodes to 101 or fewer, and give each node more slots or "
                        "GPUs if you need the ranks")
 
 

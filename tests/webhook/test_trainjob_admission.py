@@ -112,15 +112,15 @@ def test_a_training_runtime_is_looked_up_in_the_trainjobs_namespace():
 
 @SHAPES
 @pytest.mark.parametrize(("trainer", "expected"), [
-    ({"numNodes": 120}, [("spec.trainer.numNodes", "[worker-count] Invalid value: 120: at most 100 nodes are allowed "
-                          "(asked 119); set spec.trainer.numNodes to 101 or fewer, and give each node more slots or "
+    ({"numNodes": 120}, [("spec.trainer.numNodes", "[worker-count] Invalid value: 120: at most 100 nodes besides the "
+                          "launcher's are allowed (asked 120: 119 besides the launcher's node); set spec.trainer.numNodes to 101 or fewer, and give each node more slots or "
                           "GPUs if you need the ranks")]),
     ({"numNodes": 3, "numProcPerNode": 12}, [
         ("spec.trainer.numProcPerNode", "[slots-per-worker] Invalid value: 12: numProcPerNode must be between 1 and 8 "
          "(asked 12); set spec.trainer.numProcPerNode to 8, and use more nodes for more ranks")]),
     ({"numNodes": 0}, [
-        ("spec.trainer.numNodes", "[worker-count] Invalid value: 0: at least 2 nodes are required for a distributed "
-         "job (asked -1); set spec.trainer.numNodes to 3 or more"),
+        ("spec.trainer.numNodes", "[worker-count] Invalid value: 0: at least 2 nodes besides the launcher's are "
+         "required for a distributed job (asked 0: 0 besides the launcher's node); set spec.trainer.numNodes to 3 or more"),
         ("spec.trainer.numNodes", "[training-runtime] Invalid value: 0: must be at least 1: it is the number of nodes "
          "(the launcher included), and 0 gives Jobs the API server refuses or no worker pods; set "
          "spec.trainer.numNodes to 1 or more")]),
@@ -336,7 +336,8 @@ def test_the_whole_validate_response_of_a_refused_trainjob():
     review = trainjob_review(trainjob(numNodes=150))
     served = webhook(cluster=cluster(), policy=Policy(settings=settings()))
     answer = served.review("/validate", review)
-    message = ("[worker-count] Invalid value: 150: at most 100 nodes are allowed (asked 149); set "
+    message = ("[worker-count] Invalid value: 150: at most 100 nodes besides the launcher's are allowed "
+               "(asked 150: 149 besides the launcher's node); set "
                "spec.trainer.numNodes to 101 or fewer, and give each node more slots or GPUs if you need the ranks")
     assert answer == {
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
