@@ -27,7 +27,7 @@ from bench import payloads as bodies
 from bench.cluster import populate, target_namespace
 from bench.payloads import Payload
 from policies.cluster_view import StaticClusterView
-from webhook import create_app
+from webhook import audit, create_app
 from webhook.bootstrap import ServeOptions, observe
 from webhook.runtime import default_runtime
 
@@ -101,6 +101,7 @@ def audit_log_silenced() -> Iterator[None]:
     try:
         yield
     finally:
+        audit.flush()  # lines still pending for the stand-in: written before it is closed, not at exit
         sys.stdout.close()
         sys.stdout = saved
 
