@@ -104,7 +104,7 @@ def settings(draw: st.DrawFn) -> Settings:
                                   keep_explicit_true=draw(st.booleans()))
     chosen = chosen.with_mutation("kueue-queue-label", enabled=draw(st.booleans()),
                                   queues=draw(st.sampled_from([{}, {"team-a": "team-a-queue"}])),
-                                  default_queue=draw(st.sampled_from([None, "shared"])))
+                                  default_queue=draw(st.sampled_from([None, "common-queue"])))
     return chosen.with_mutation("restricted-service-account", enabled=draw(st.booleans()),
                                 service_account=draw(st.sampled_from([None, "mpi-restricted"])))
 

@@ -170,7 +170,7 @@ def test_the_console_script_runs_it():
 
 # --- output people commit, and every field it loses named ----------------------------------------
 SHARED_TEMPLATE_V1ALPHA1 = {
-    "apiVersion": "kubeflow.org/v1alpha1", "kind": "MPIJob", "metadata": {"name": "shared"},
+    "apiVersion": "kubeflow.org/v1alpha1", "kind": "MPIJob", "metadata": {"name": "anchors"},
     "spec": {"replicas": 2, "template": {"spec": {
         "securityContext": {"runAsUser": 1000},
         "containers": [{"name": "main", "image": "example.com/train:1", "securityContext": {"runAsNonRoot": True},

@@ -21,7 +21,7 @@ POLICY = """\
 apiVersion: mpijob-webhook/v1
 kind: Policy
 mutations:
-  kueue-queue-label: {params: {queues: {team-a: team-a-queue}, defaultQueue: shared}}
+  kueue-queue-label: {params: {queues: {team-a: team-a-queue}, defaultQueue: common-queue}}
   restricted-service-account: {params: {serviceAccount: mpi-restricted}}
 """
 
@@ -116,7 +116,7 @@ def test_update_gets_no_patch_over_the_wire(dev_server: TlsServer):
     assert response == {"uid": response["uid"], "allowed": True}
 
 
-@pytest.mark.parametrize(("namespace", "queue"), [("team-a", "team-a-queue"), ("team-b", "shared")])
+@pytest.mark.parametrize(("namespace", "queue"), [("team-a", "team-a-queue"), ("team-b", "common-queue")])
 def test_configured_queue_and_service_account(configured_server: TlsServer, namespace: str, queue: str):
     job = as_api_server_sends(upstream_v2beta1_jobs()["pi.yaml"])
     mutated = configured_server.review("/mutate", admission_review(job, namespace=namespace))

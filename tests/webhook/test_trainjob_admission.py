@@ -356,9 +356,9 @@ def test_the_whole_validate_response_of_a_refused_trainjob():
 
 @pytest.mark.parametrize("shape", ["v2.1", "v2.3"])
 def test_the_mutated_trainjob_passes_validate_and_the_crd(shape):
-    configured = settings(shape).with_mutation("kueue-queue-label", default_queue="shared") \
+    configured = settings(shape).with_mutation("kueue-queue-label", default_queue="common-queue") \
         .with_mutation("restricted-service-account", service_account="mpi-restricted")
-    view = cluster(shape, queues={"team-a": [local_queue("shared")]})
+    view = cluster(shape, queues={"team-a": [local_queue("common-queue")]})
     served = webhook(cluster=view, policy=Policy(settings=configured))
     job = trainjob(numNodes=4, resourcesPerNode={"limits": {GPU: 2}})
     response = served.review("/mutate", trainjob_review(job))["response"]

@@ -52,9 +52,9 @@ def test_missing_metadata_is_created():
 
 
 def test_other_namespaces_get_the_default_queue_or_nothing():
-    both = configured(queues={"team-a": "team-a-queue"}, default_queue="shared")
+    both = configured(queues={"team-a": "team-a-queue"}, default_queue="common-queue")
     job, _ = run_mutation(MUTATION, mpijob(), settings=both, namespace="team-b")
-    assert job["metadata"]["labels"] == {QUEUE: "shared"}
+    assert job["metadata"]["labels"] == {QUEUE: "common-queue"}
     job, _ = run_mutation(MUTATION, mpijob(), settings=both, namespace="team-a")
     assert job["metadata"]["labels"] == {QUEUE: "team-a-queue"}
     job, outcome = run_mutation(MUTATION, mpijob(), settings=TEAM_A, namespace="team-b")
@@ -66,7 +66,7 @@ def test_other_namespaces_get_the_default_queue_or_nothing():
 def test_an_existing_label_is_never_replaced(existing):
     job = mpijob()
     job["metadata"]["labels"] = {QUEUE: existing}
-    edited, outcome = run_mutation(MUTATION, job, settings=configured(default_queue="shared"))
+    edited, outcome = run_mutation(MUTATION, job, settings=configured(default_queue="common-queue"))
     assert outcome.changed is False
     assert edited == job
 
@@ -115,7 +115,7 @@ def test_no_warning_unless_the_queue_is_known_to_be_missing(cluster):
                                        "starting and ending with a letter or digit"),
     ({"queues": {"team-a": "q" * 64}}, f"queue '{'q' * 64}' for namespace team-a is not a LocalQueue name"),
     ({"queues": {"team-a": None}}, "queue None for namespace team-a is not a LocalQueue name"),
-    ({"default_queue": "-shared"}, "default queue '-shared' is not a LocalQueue name"),
+    ({"default_queue": "-common-queue"}, "default queue '-common-queue' is not a LocalQueue name"),
     ({"queues": ["team-a"]}, "queues must map each namespace to a LocalQueue name, not a list"),
 ], ids=["uppercase", "too-long", "none", "leading-dash", "not-a-map"])
 def test_bad_settings_are_refused_when_loaded(params, message):
@@ -128,9 +128,9 @@ def test_settings_from_the_policy_file():
     from policies.config import PolicyError
     from policies.config.reader import parse_policy
 
-    policy = parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: qa}, defaultQueue: shared}}\n")
+    policy = parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: qa}, defaultQueue: common-queue}}\n")
     params = policy.settings_for("team-a", {}).params("kueue-queue-label")
-    assert (dict(params.queues), params.default_queue) == ({"team-a": "qa"}, "shared")
+    assert (dict(params.queues), params.default_queue) == ({"team-a": "qa"}, "common-queue")
     with pytest.raises(PolicyError, match=r"mutations.kueue-queue-label.params: queue 'QA' for namespace team-a "):
         parse_policy("mutations:\n  kueue-queue-label: {params: {queues: {team-a: QA}}}\n")
 

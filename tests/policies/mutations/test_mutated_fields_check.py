@@ -131,7 +131,7 @@ def test_missing_maps_are_not_problems_the_mutations_create_them():
     assert check_mutation_shape({"spec": {}}, MUTATIONS) == []
 
 
-CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="common-queue")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 
 
@@ -151,7 +151,7 @@ def test_mutations_applied_past_a_malformed_field_elsewhere_give_a_patch_that_ap
     assert check_mutation_shape(job, MUTATIONS) == []
     _, patch = mutated(job)
     patched = jsonpatch.apply_patch(job, patch)
-    assert patched["metadata"]["labels"] == {QUEUE_LABEL: "shared"}
+    assert patched["metadata"]["labels"] == {QUEUE_LABEL: "common-queue"}
     assert patched["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"] == {
         "containers": "busybox", "automountServiceAccountToken": False, "serviceAccountName": "mpi-restricted"}
 

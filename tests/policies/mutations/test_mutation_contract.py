@@ -23,7 +23,7 @@ from tests.conftest import upstream_v2beta1_jobs
 from testing.crd import as_api_server_sends
 from tests.mutation_cases import CAPPED, Case, cases
 
-CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="common-queue")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 
 

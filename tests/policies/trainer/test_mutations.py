@@ -27,7 +27,7 @@ from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
 
 INJECT = "sidecar.istio.io/inject"
 QUEUE = "kueue.x-k8s.io/queue-name"
-CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="shared")
+CONFIGURED = (default_settings().with_mutation("kueue-queue-label", default_queue="common-queue")
               .with_mutation("restricted-service-account", service_account="mpi-restricted"))
 DEEPSPEED = runtime("runtimes/v2.3.0/deepspeed_distributed.yaml")
 CLUSTER = StaticClusterView(cluster_runtimes={"deepspeed-distributed": DEEPSPEED})
@@ -63,7 +63,7 @@ def test_v2_3_one_runtime_patch_entry_targets_launcher_and_node():
         {"name": "launcher", "template": {"spec": {"template": pod}}},
         {"name": "node", "template": {"spec": {"template": pod}}},
     ]}}}}
-    assert patched["metadata"]["labels"] == {QUEUE: "shared"}
+    assert patched["metadata"]["labels"] == {QUEUE: "common-queue"}
     assert trainjob_schema_errors(patched) == []
     # what the controller will build from it
     effective = effective_job(patched, DEEPSPEED, ApiShape.V2_3)
@@ -194,7 +194,7 @@ def patched_trainjobs(draw):
     shape = draw(st.sampled_from([ApiShape.V2_1, ApiShape.V2_3]))
     job = trainjob(numNodes=draw(st.integers(1, 8)))
     if draw(st.booleans()):
-        job["metadata"]["labels"] = {QUEUE: draw(st.sampled_from(["", "q", "shared"]))}
+        job["metadata"]["labels"] = {QUEUE: draw(st.sampled_from(["", "q", "common-queue"]))}
     entries = []
     for _ in range(draw(st.integers(0, 2))):
         targets = draw(st.lists(st.sampled_from(["launcher", "node"]), min_size=1, max_size=2, unique=True))
