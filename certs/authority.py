@@ -77,36 +77,23 @@ def new_serving_cert(ca: Issued, dns_names: list[str], ip_addresses: list[str] =
                      days: int = DEFAULT_SERVING_DAYS, key_type: str = DEFAULT_KEY_TYPE) -> Issued:
     if not dns_names and not ip_addresses:
         raise ValueError("a serving certificate needs at least one DNS name or IP address")
-    key = new_key(key_type)
-    now = _now()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
     common_name = dns_names[0] if dns_names else ip_addresses[0]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])]))
-        .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(min(now + dt.timedelta(days=days), ca.certificate.not_valid_after_utc))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=isinstance(key, rsa.RSAPrivateKey),
-                                     key_cert_sign=False, crl_sign=False, content_commitment=False,
-                                     data_encipherment=False, key_agreement=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-        .sign(ca.key, hashes.SHA256())
-    )
-    return Issued(cert, key)
+    return _leaf_cert(ca, common_name, sans, ExtendedKeyUsageOID.SERVER_AUTH, days, key_type)
 
 
 def new_client_cert(ca: Issued, common_name: str, dns_names: list[str] = (), *,  # type: ignore[assignment]
                     days: int = DEFAULT_SERVING_DAYS, key_type: str = DEFAULT_KEY_TYPE) -> Issued:
     """A TLS client certificate (extendedKeyUsage clientAuth), e.g. the one the API server presents
     to the webhook when ``serve --client-ca-file`` is on."""
+    return _leaf_cert(ca, common_name, [x509.DNSName(n) for n in dns_names], ExtendedKeyUsageOID.CLIENT_AUTH,
+                      days, key_type)
+
+
+def _leaf_cert(ca: Issued, common_name: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier,
+               days: int, key_type: str) -> Issued:
+    """A certificate for one end of a TLS connection, signed by ``ca``, never outliving it."""
     key = new_key(key_type)
     now = _now()
     builder = (
@@ -117,17 +104,19 @@ def new_client_cert(ca: Issued, common_name: str, dns_names: list[str] = (), *, 
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(min(now + dt.timedelta(days=days), ca.certificate.not_valid_after_utc))
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    builder = (
+        builder
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=isinstance(key, rsa.RSAPrivateKey),
                                      key_cert_sign=False, crl_sign=False, content_commitment=False,
                                      data_encipherment=False, key_agreement=False,
                                      encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
     )
-    if dns_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]),
-                                        critical=False)
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)
 
 
