@@ -55,19 +55,26 @@ class Plan:
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
     concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
     at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
-    servers_at_once: bool = False  # start the floor and every server of ours side by side (timings of start-up mean nothing then)
+    # Start the floor and every server of ours side by side, unpinned, and pin them once they are
+    # ready: starting them takes every CPU (timings of start-up mean nothing then).
+    servers_at_once: bool = False
+    settle_seconds: float = 1.0  # how long the API server's counts must stay still after servers start
+    lead: float = 0.1  # seconds between handing out a window's jobs and the window's start (bench.load)
 
 
+# The rules table's last row, every rule, is what the main server serves: measured on it.
+EVERY_RULE = len(registry.RULES)
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
-            rule_counts=(0, 10, 14), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
+            rule_counts=(0, 10, EVERY_RULE), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
 # Every table, with the fewest rows that keep each code path working.
-QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
+QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=2)
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
-# one with no rules) and one cluster, whose size is the only namespaces row. The numbers mean nothing.
-SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, 14),
+# one with no rules) and one cluster, whose size is the only namespaces row; the waits around
+# start-up and windows cut short. The numbers mean nothing.
+SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
-             servers_at_once=True)
+             servers_at_once=True, settle_seconds=0.3, lead=0.02)
 
 
 def machine() -> dict[str, Any]:
@@ -136,7 +143,7 @@ class Bench:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
 
     @staticmethod
-    def settle(cluster: Cluster, before: Counts, seconds: float = 1.0, timeout: float = 60.0) -> int:
+    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0) -> int:
         """Waits until a server started after ``before`` has opened all its watches (/readyz is
         ready once every kind is listed; each watch starts just after): the watches it opened.
         Counted as requests, not as open streams: the API server notices a stopped server's
@@ -164,7 +171,7 @@ class Bench:
         before = cluster.counts() if cluster else None
         result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
                                           concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds,
-                                          self.plan.at_least_one)
+                                          self.plan.at_least_one, self.plan.lead)
         api_reads = None
         if cluster and before:
             after = cluster.counts()
@@ -285,13 +292,14 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         started, before = time.monotonic(), cluster.counts()
         ours = bench.ours(cluster)
         spawned = [ours, *variants.values(), *([floor] if plan.servers_at_once else [])]
-        servers += [server.spawn() for server in spawned]
+        servers += [server.spawn(pinned=not plan.servers_at_once) for server in spawned]
         ours.wait_until_ready()
         sync_seconds = time.monotonic() - started
         for server in spawned:
             server.wait_until_ready()
+            server.pin()
         # The watches one replica opens: every server of ours started here opens the same kinds.
-        watches = bench.settle(cluster, before) // (1 + len(variants))
+        watches = bench.settle(cluster, before, plan.settle_seconds) // (1 + len(variants))
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -344,7 +352,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                 continue
             before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
-                bench.settle(cluster, before)
+                bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
                 stats = bench.measure(variant, main_load, 8, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
@@ -353,7 +361,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         for workers, threads in plan.layouts if "layouts" in tables else ():
             before = cluster.counts()
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
-                opened = bench.settle(cluster, before)
+                opened = bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
                 c8 = bench.measure(variant, main_load, 8, cluster)
                 c32 = bench.measure(variant, main_load, 32, cluster)
@@ -383,7 +391,7 @@ def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:
         started, before = time.monotonic(), cluster.counts()
         with bench.ours(cluster, name=f"namespaces-{size}") as ours:
             sync_seconds = time.monotonic() - started
-            watches = bench.settle(cluster, before)
+            watches = bench.settle(cluster, before, bench.plan.settle_seconds)
             load = [p for p in bodies.admission_payloads("/validate", cluster.target) if p.name != "large-job"]
             return namespace_row(bench, ours, cluster, load, size, sync_seconds, watches)
 

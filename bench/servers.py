@@ -47,10 +47,11 @@ class ServerProcess:
         self.wait_until_ready(ready_path)
         return self
 
-    def spawn(self) -> ServerProcess:
+    def spawn(self, *, pinned: bool = True) -> ServerProcess:
         """The process started, not waited for: servers spawned one after the other start
-        side by side (``wait_until_ready`` each before use)."""
-        cpus = self._cpus
+        side by side (``wait_until_ready`` each before use). ``pinned=False``: on any CPU until
+        ``pin``."""
+        cpus = self._cpus if pinned else None
         with self.log.open("wb") as sink:  # the audit log and the server's own lines
             self.process = subprocess.Popen(
                 self._args, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
@@ -74,6 +75,22 @@ class ServerProcess:
                     break
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} did not answer {path} with 200:\n{self.output()[-4000:]}")
+
+    def pin(self) -> None:
+        """Every thread of the master and of its workers moved to the server's CPUs. Threads and
+        workers started later inherit it from the thread that starts them, which is moved too."""
+        if not self._cpus or self.process is None:
+            return
+        for pid in (self.process.pid, *self.workers()):
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue  # a worker that has just exited
+            for thread in threads:
+                try:
+                    os.sched_setaffinity(int(thread), self._cpus)
+                except OSError:
+                    continue
 
     def get(self, path: str) -> int:
         context = ssl.create_default_context(cafile=str(self.ca_file))
