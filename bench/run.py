@@ -17,14 +17,15 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import payloads as bodies
 from bench.cluster import Cluster, Counts
@@ -77,6 +78,12 @@ SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100),
              servers_at_once=True, settle_seconds=0.3, lead=0.02)
 
 
+def describe_tree(tree: Path) -> str:
+    """The tree's path, and its commit when it is a git checkout."""
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %cs"], capture_output=True, text=True)
+    return f"{tree} at {done.stdout.strip()}" if done.returncode == 0 and done.stdout.strip() else str(tree)
+
+
 def machine() -> dict[str, Any]:
     model = ""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -101,8 +108,9 @@ def wait_for_idle(minutes: float) -> tuple[float, float]:
 
 class Bench:
     def __init__(self, plan: Plan, workdir: Path, *, workers: int, threads: int, pin: bool,
-                 generators: int | None, log: Callable[[str], None]) -> None:
+                 generators: int | None, log: Callable[[str], None], baseline_tree: Path | None = None) -> None:
         self.plan = plan
+        self.baseline_tree = baseline_tree
         self.workdir = workdir
         self.workers, self.threads = workers, threads
         self.log = log
@@ -138,6 +146,16 @@ class Bench:
             *command, *self._tls_args(), "--policy-file", str(POLICY_FILE), "--kubeconfig", str(cluster.kubeconfig),
             "--workers", str(workers or self.workers), "--threads", str(threads or self.threads),
         ], self.workdir, self.tls.ca_file, self.server_cpus)
+
+    def baseline(self, cluster: Cluster) -> ServerProcess:
+        """Another checkout's ``serve``, started as that tree starts it: its own modules, its own
+        example policy, and ``--health-port`` only if its serve has the flag."""
+        tree = self.baseline_tree
+        assert tree is not None
+        return ServerProcess("baseline", [
+            "webhook", "serve", *self._tls_args(), "--policy-file", str(tree / "examples" / "policy.yaml"),
+            "--kubeconfig", str(cluster.kubeconfig), "--workers", str(self.workers), "--threads", str(self.threads),
+        ], self.workdir, self.tls.ca_file, self.server_cpus, tree=tree, health_port=serves_health_port(tree))
 
     def cluster(self, namespaces: int) -> Cluster:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
@@ -185,28 +203,61 @@ class Bench:
         return result, cpu, api_reads
 
     def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
-                payload: str, load: list[Payload], concurrency: int) -> Comparison:
-        """The floor and ours in ``plan.pairs`` pairs of windows, back to back, the order
-        alternating (floor first, then ours first, ...), so that a change in the machine's speed
-        during the comparison hits both alike. Each side's windows are pooled (all their
+                payload: str, load: list[Payload], concurrency: int,
+                baseline: ServerProcess | None = None) -> Comparison:
+        """The floor and ours (and the baseline, if given) in ``plan.pairs`` pairs of windows,
+        back to back, the order alternating (``turns``), so that a change in the machine's speed
+        during the comparison hits every side alike. Each side's windows are pooled (all their
         latencies, all their requests over all their seconds); each pair's own ratios are kept,
         to show how far one window can be trusted."""
-        windows: dict[str, list[tuple[Result, float, int | None]]] = {"floor": [], "ours": []}
+        sides = [("floor", floor, None), ("ours", ours, cluster), *([("baseline", baseline, None)] if baseline else [])]
+        windows: dict[str, list[tuple[Result, float, int | None]]] = {side: [] for side, _, _ in sides}
         for pair in range(self.plan.pairs):
-            turns = [("floor", floor, None), ("ours", ours, cluster)]
-            for side, server, counted in turns if pair % 2 == 0 else turns[::-1]:
+            for side, server, counted in turns(pair, sides):
                 windows[side].append(self._window(server, load, concurrency, counted))
-        pairs = tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
-                      for mine, theirs in zip(windows["ours"], windows["floor"]))
+
+        def per_pair(side: str) -> tuple[Comparison, ...]:
+            return tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
+                         for mine, theirs in zip(windows[side], windows["floor"]))
+
+        pairs = per_pair("ours")
         comparison = Comparison(endpoint, payload, concurrency, pooled(windows["ours"]), pooled(windows["floor"]),
                                 describe(ours, load), pair_ratios=tuple(p.throughput_ratio for p in pairs),
                                 pair_p99_ratios=tuple(p.p99_ratio for p in pairs))
         ours_stats, floor_stats = comparison.ours, comparison.floor
-        self.log(f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
-                 f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
-                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
-                 f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
+        line = (f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
+                f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
+                f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
+                f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
+        if baseline is not None:
+            theirs = per_pair("baseline")
+            comparison.baseline, comparison.baseline_note = pooled(windows["baseline"]), describe(baseline, load)
+            comparison.baseline_pair_ratios = tuple(p.throughput_ratio for p in theirs)
+            comparison.baseline_pair_p99_ratios = tuple(p.p99_ratio for p in theirs)
+            line += (f"; baseline {comparison.baseline_throughput_ratio:4.0%}, p99 "
+                     f"{comparison.baseline_p99_ratio:4.2f}x, pairs "
+                     f"{' '.join(f'{r:.0%}' for r in comparison.baseline_pair_ratios)}")
+        self.log(line)
         return comparison
+
+
+_Side = TypeVar("_Side")
+
+
+def turns(pair: int, sides: Sequence[_Side]) -> list[_Side]:
+    """The order of one pair's windows: as given in even pairs, reversed in odd ones, so that over
+    two pairs every side is measured as often before as after each other side."""
+    return list(sides) if pair % 2 == 0 else list(sides)[::-1]
+
+
+def serves_health_port(tree: Path) -> bool:
+    """Whether the ``serve`` of the source tree at ``tree`` has ``--health-port`` (older ones
+    answer /readyz on the TLS port only), asked of that tree's own command line."""
+    done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--help"], cwd=tree, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tree)})
+    if done.returncode != 0:
+        raise RuntimeError(f"{tree}: python3 -m webhook serve --help failed:\n{done.stderr[-2000:]}")
+    return "--health-port" in done.stdout
 
 
 def pooled(windows: list[tuple[Result, float, int | None]]) -> Stats:
@@ -309,9 +360,15 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             "/convert": ("single-object reviews", bodies.single_conversions(target)),
         }
         upstream = {endpoint: [p for p in load if p.name != "large-job"] for endpoint, (_, load) in loads.items()}
+        baseline = None
+        if bench.baseline_tree is not None and "main" in tables:
+            baseline = bench.baseline(cluster)
+            servers.append(baseline.start())
+            bench.log(f"baseline ({bench.baseline_tree}) ready")
         for endpoint, (label, _) in loads.items() if "main" in tables else ():
             for concurrency in plan.concurrency:
-                report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency))
+                report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency,
+                                                 baseline))
 
         if "payloads" in tables:
             for endpoint in ("/validate", "/mutate"):
@@ -414,7 +471,7 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
             args.logs.mkdir(parents=True, exist_ok=True)
             workdir = args.logs
         bench = Bench(plan, workdir, workers=args.workers, threads=args.threads, pin=args.pin,
-                      generators=args.generators, log=log)
+                      generators=args.generators, log=log, baseline_tree=args.baseline_tree)
         try:
             yield bench
         finally:
@@ -440,6 +497,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"first wait up to this long for the 1-minute load average to drop below {IDLE_LOAD}")
     parser.add_argument("--only", nargs="+", choices=TABLES, default=TABLES, metavar="TABLE",
                         help=f"run only these tables ({', '.join(TABLES)}); the replica line is always there")
+    parser.add_argument("--baseline-tree", type=Path, metavar="DIR",
+                        help="with --only main: also measure the server of the source tree in DIR (a checkout of "
+                             "another revision, e.g. `git worktree add DIR REV`) in the same pairs of windows "
+                             "against the same floor, and print both ratios")
     parser.add_argument("--json", type=Path, help="also write every number to this file")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
     parser.add_argument("--quiet", action="store_true", help="only the tables")
@@ -453,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(**{**asdict(plan), "pairs": args.pairs})
     if args.namespaces:
         plan = Plan(**{**asdict(plan), "namespaces": tuple(sorted(args.namespaces))})
+    if args.baseline_tree is not None:
+        if list(args.only) != ["main"]:
+            parser.error("--baseline-tree compares the main table only: add --only main")
+        if not (args.baseline_tree / "webhook" / "commands" / "serve.py").is_file():
+            parser.error(f"--baseline-tree {args.baseline_tree}: not a checkout of this project (no webhook/commands/serve.py)")
+        args.baseline_tree = args.baseline_tree.resolve()
 
     def log(line: str) -> None:
         if not args.quiet:
@@ -469,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
                            "client_cpus": sorted(bench.client_cpus) if bench.client_cpus else "any",
                            "generators": bench.generators.count, "seconds": plan.seconds, "warmup": plan.warmup,
                            "pairs": plan.pairs,
-                           "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT))}
+                           "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT)),
+                           **({"baseline": describe_tree(args.baseline_tree)} if args.baseline_tree else {})}
         run(plan, bench, report, args.only)
     report.machine["load_after"] = round(os.getloadavg()[0], 2)
     print(render(report), flush=True)

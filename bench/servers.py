@@ -31,15 +31,18 @@ class ServerProcess:
     """One server (``serve``, the floor, or a variant) on a free port on 127.0.0.1."""
 
     def __init__(self, name: str, module_args: list[str], workdir: Path, ca_file: Path,
-                 cpus: set[int] | None = None) -> None:
+                 cpus: set[int] | None = None, *, tree: Path = ROOT, health_port: bool = True) -> None:
+        """``tree``: the source tree whose modules the server runs (another checkout: its modules
+        come first on the path); ``health_port=False`` for a server without ``--health-port``."""
         self.name = name
         self.port = free_port()
         self.health_port = free_port()  # plain HTTP: /healthz, /readyz, /metrics
         self.ca_file = ca_file
         self.log = workdir / f"{name}.log"
         self._cpus = cpus
+        self._tree = tree
         self._args = [sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port),
-                      "--health-port", str(self.health_port)]
+                      *(("--health-port", str(self.health_port)) if health_port else ())]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, ready_path: str = "/readyz") -> ServerProcess:
@@ -54,9 +57,10 @@ class ServerProcess:
         cpus = self._cpus if pinned else None
         with self.log.open("wb") as sink:  # the audit log and the server's own lines
             self.process = subprocess.Popen(
-                self._args, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                self._args, cwd=self._tree, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1",
+                     **({"PYTHONPATH": str(self._tree)} if self._tree != ROOT else {})},
             )
         return self
 
