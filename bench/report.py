@@ -68,6 +68,9 @@ class Comparison:
     baseline_note: str = ""
     baseline_pair_ratios: tuple[float, ...] = ()
     baseline_pair_p99_ratios: tuple[float, ...] = ()
+    # and to its own floor (that tree's server stack), the ratio its own run would report
+    baseline_floor: Stats | None = None
+    baseline_own_pair_ratios: tuple[float, ...] = ()
 
     @property
     def throughput_ratio(self) -> float:
@@ -85,11 +88,16 @@ class Comparison:
     def baseline_p99_ratio(self) -> float:
         return _ratio(self.baseline.p99_ms, self.floor.p99_ms) if self.baseline else math.nan
 
+    @property
+    def baseline_own_ratio(self) -> float:
+        return _ratio(self.baseline.throughput, self.baseline_floor.throughput) \
+            if self.baseline and self.baseline_floor else math.nan
+
     def to_dict(self) -> dict[str, Any]:
         ratios = {"throughput_ratio": self.throughput_ratio, "p99_ratio": self.p99_ratio}
         if self.baseline is not None:
             ratios.update(baseline_throughput_ratio=self.baseline_throughput_ratio,
-                          baseline_p99_ratio=self.baseline_p99_ratio)
+                          baseline_p99_ratio=self.baseline_p99_ratio, baseline_own_ratio=self.baseline_own_ratio)
         return {**asdict(self), **ratios}
 
 
@@ -148,10 +156,15 @@ def _comparisons(comparisons: Sequence[Comparison]) -> str:
 def _baselines(comparisons: Sequence[Comparison]) -> str:
     """Ours and the baseline, each as a ratio to the floor of the same pairs of windows."""
     header = ["endpoint", "payload", "conc.", "floor req/s", "ratio", "ratio per pair", "baseline ratio",
-              "baseline ratio per pair", "p99 ratio", "baseline p99 ratio", "CPU ms/req", "baseline CPU ms/req"]
+              "baseline ratio per pair", "p99 ratio", "baseline p99 ratio", "CPU ms/req", "baseline CPU ms/req",
+              "its floor req/s", "baseline / its floor", "per pair", "floor CPU ms/req", "its floor CPU ms/req"]
+    nothing = math.nan
     rows = [[c.endpoint, c.payload, c.concurrency, c.floor.throughput, c.throughput_ratio, _spread(c.pair_ratios),
              c.baseline_throughput_ratio, _spread(c.baseline_pair_ratios), c.p99_ratio, c.baseline_p99_ratio,
-             c.ours.server_cpu_ms, c.baseline.server_cpu_ms if c.baseline else math.nan]
+             c.ours.server_cpu_ms, c.baseline.server_cpu_ms if c.baseline else nothing,
+             c.baseline_floor.throughput if c.baseline_floor else nothing, c.baseline_own_ratio,
+             _spread(c.baseline_own_pair_ratios), c.floor.server_cpu_ms,
+             c.baseline_floor.server_cpu_ms if c.baseline_floor else nothing]
             for c in comparisons]
     return _table(header, rows)
 
@@ -185,7 +198,8 @@ def render(report: Report) -> str:
         out.append("\n## ours vs the floor (same gunicorn, TLS, Flask; the uid answered, no policy work)\n")
         out.append(_comparisons(report.main))
         if any(c.baseline for c in report.main):
-            out.append(f"\n## ours vs the baseline ({s.get('baseline')}), each against the same floor\n")
+            out.append(f"\n## ours vs the baseline ({s.get('baseline')}): each against our floor, "
+                       f"and the baseline against its own\n")
             out.append(_baselines(report.main))
     if report.payloads:
         out.append("\n## per payload\n")

@@ -147,15 +147,20 @@ class Bench:
             "--workers", str(workers or self.workers), "--threads", str(threads or self.threads),
         ], self.workdir, self.tls.ca_file, self.server_cpus)
 
-    def baseline(self, cluster: Cluster) -> ServerProcess:
-        """Another checkout's ``serve``, started as that tree starts it: its own modules, its own
-        example policy, and ``--health-port`` only if its serve has the flag."""
+    def baseline(self, cluster: Cluster) -> Baseline:
+        """Another checkout's ``serve`` and floor, started as that tree starts them: its own
+        modules, its own example policy, and ``--health-port`` only if its serve has the flag."""
         tree = self.baseline_tree
         assert tree is not None
-        return ServerProcess("baseline", [
+        health_port = serves_health_port(tree)
+        layout = ["--workers", str(self.workers), "--threads", str(self.threads)]
+        server = ServerProcess("baseline", [
             "webhook", "serve", *self._tls_args(), "--policy-file", str(tree / "examples" / "policy.yaml"),
-            "--kubeconfig", str(cluster.kubeconfig), "--workers", str(self.workers), "--threads", str(self.threads),
-        ], self.workdir, self.tls.ca_file, self.server_cpus, tree=tree, health_port=serves_health_port(tree))
+            "--kubeconfig", str(cluster.kubeconfig), *layout,
+        ], self.workdir, self.tls.ca_file, self.server_cpus, tree=tree, health_port=health_port)
+        floor = ServerProcess("baseline-floor", ["bench.floor", *self._tls_args(), *layout], self.workdir,
+                              self.tls.ca_file, self.server_cpus, tree=tree, health_port=health_port)
+        return Baseline(server, floor)
 
     def cluster(self, namespaces: int) -> Cluster:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
@@ -204,21 +209,22 @@ class Bench:
 
     def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
                 payload: str, load: list[Payload], concurrency: int,
-                baseline: ServerProcess | None = None) -> Comparison:
-        """The floor and ours (and the baseline, if given) in ``plan.pairs`` pairs of windows,
+                baseline: Baseline | None = None) -> Comparison:
+        """The floor and ours (and the baseline and its floor, if given) in ``plan.pairs`` pairs of windows,
         back to back, the order alternating (``turns``), so that a change in the machine's speed
         during the comparison hits every side alike. Each side's windows are pooled (all their
         latencies, all their requests over all their seconds); each pair's own ratios are kept,
         to show how far one window can be trusted."""
-        sides = [("floor", floor, None), ("ours", ours, cluster), *([("baseline", baseline, None)] if baseline else [])]
+        sides = [("floor", floor, None), ("ours", ours, cluster),
+                 *([("baseline", baseline.server, None), ("baseline floor", baseline.floor, None)] if baseline else [])]
         windows: dict[str, list[tuple[Result, float, int | None]]] = {side: [] for side, _, _ in sides}
         for pair in range(self.plan.pairs):
             for side, server, counted in turns(pair, sides):
                 windows[side].append(self._window(server, load, concurrency, counted))
 
-        def per_pair(side: str) -> tuple[Comparison, ...]:
+        def per_pair(side: str, floor_side: str = "floor") -> tuple[Comparison, ...]:
             return tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
-                         for mine, theirs in zip(windows[side], windows["floor"]))
+                         for mine, theirs in zip(windows[side], windows[floor_side]))
 
         pairs = per_pair("ours")
         comparison = Comparison(endpoint, payload, concurrency, pooled(windows["ours"]), pooled(windows["floor"]),
@@ -230,15 +236,27 @@ class Bench:
                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
                 f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
         if baseline is not None:
-            theirs = per_pair("baseline")
-            comparison.baseline, comparison.baseline_note = pooled(windows["baseline"]), describe(baseline, load)
+            theirs, own = per_pair("baseline"), per_pair("baseline", "baseline floor")
+            comparison.baseline, comparison.baseline_note = pooled(windows["baseline"]), describe(baseline.server, load)
+            comparison.baseline_floor = pooled(windows["baseline floor"])
             comparison.baseline_pair_ratios = tuple(p.throughput_ratio for p in theirs)
             comparison.baseline_pair_p99_ratios = tuple(p.p99_ratio for p in theirs)
+            comparison.baseline_own_pair_ratios = tuple(p.throughput_ratio for p in own)
             line += (f"; baseline {comparison.baseline_throughput_ratio:4.0%}, p99 "
                      f"{comparison.baseline_p99_ratio:4.2f}x, pairs "
-                     f"{' '.join(f'{r:.0%}' for r in comparison.baseline_pair_ratios)}")
+                     f"{' '.join(f'{r:.0%}' for r in comparison.baseline_pair_ratios)}; to its own floor "
+                     f"{comparison.baseline_own_ratio:4.0%}")
         self.log(line)
         return comparison
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """``--baseline-tree``: that tree's server, and its own floor (its server stack may differ
+    from ours: the ratio it reported then is to its floor)."""
+
+    server: ServerProcess
+    floor: ServerProcess
 
 
 _Side = TypeVar("_Side")
@@ -363,8 +381,10 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         baseline = None
         if bench.baseline_tree is not None and "main" in tables:
             baseline = bench.baseline(cluster)
-            servers.append(baseline.start())
-            bench.log(f"baseline ({bench.baseline_tree}) ready")
+            servers += [baseline.server.spawn(), baseline.floor.spawn()]
+            for server in (baseline.server, baseline.floor):
+                server.wait_until_ready()
+            bench.log(f"baseline ({bench.baseline_tree}) and its floor ready")
         for endpoint, (label, _) in loads.items() if "main" in tables else ():
             for concurrency in plan.concurrency:
                 report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency,

@@ -1,5 +1,5 @@
-"""`bench run --only main --baseline-tree DIR`: another revision's server measured in the same pairs
-of windows, against the same floor, as ours. What is checked here costs no server start: the
+"""`bench run --only main --baseline-tree DIR`: another revision's server and floor measured in the
+same pairs of windows as ours and our floor. What is checked here costs no server start: the
 arguments, the order of the windows, the server's command line and tree, and the rows."""
 from __future__ import annotations
 
@@ -83,17 +83,20 @@ def _stats(throughput: float, p99_ms: float) -> Stats:
 def test_a_row_with_a_baseline_has_both_ratios_to_the_same_floor() -> None:
     row = Comparison("/validate", "upstream examples", 8, ours=_stats(600, 3), floor=_stats(1000.0, 2.0),
                      note="allowed, 2 warnings", pair_ratios=(0.55, 0.65), baseline=_stats(500, 4),
-                     baseline_note="allowed, 2 warnings", baseline_pair_ratios=(0.45, 0.55))
+                     baseline_note="allowed, 2 warnings", baseline_pair_ratios=(0.45, 0.55),
+                     baseline_floor=_stats(800.0, 2.0), baseline_own_pair_ratios=(0.6, 0.65))
     numbers = row.to_dict()
     assert numbers["throughput_ratio"] == 0.6 and numbers["baseline_throughput_ratio"] == 0.5
     assert numbers["p99_ratio"] == 1.5 and numbers["baseline_p99_ratio"] == 2.0
+    assert numbers["baseline_own_ratio"] == 0.625  # the ratio its own run would report: to its floor
     assert numbers["baseline"]["throughput"] == 500 and numbers["baseline_pair_ratios"] == (0.45, 0.55)
     plain = Comparison("/mutate", "upstream examples", 8, ours=_stats(600, 3), floor=_stats(1000.0, 2.0))
     assert "baseline_throughput_ratio" not in plain.to_dict() and math.isnan(plain.baseline_throughput_ratio)
 
     report = Report(settings={"baseline": "/tmp/before"}, main=[row])
     text = render(report)
-    assert "## ours vs the baseline (/tmp/before), each against the same floor" in text
-    assert "| /validate | upstream examples | 8 | 1,000 | 0.60 | 0.55 to 0.65 | 0.50 | 0.45 to 0.55 | 1.50 | 2.00 |" in text
+    assert "## ours vs the baseline (/tmp/before): each against our floor, and the baseline against its own" in text
+    assert ("| /validate | upstream examples | 8 | 1,000 | 0.60 | 0.55 to 0.65 | 0.50 | 0.45 to 0.55 | 1.50 | 2.00 "
+            "| 0.50 | 0.50 | 800 | 0.62 | 0.60 to 0.65 | 0.50 | 0.50 |") in text
     assert "ours vs the baseline" not in render(Report(main=[plain]))
 
