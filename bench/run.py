@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"run only these tables ({', '.join(TABLES)}); the replica line is always there")
     parser.add_argument("--baseline-tree", type=Path, metavar="DIR",
                         help="with --only main: also measure the server of the source tree in DIR (a checkout of "
-                             "another revision, e.g. `git worktree add DIR REV`) in the same pairs of windows "
+                             "another revision, e.g. `git archive REV | tar -x -C DIR`) in the same pairs of windows "
                              "against the same floor, and print both ratios")
     parser.add_argument("--json", type=Path, help="also write every number to this file")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
