@@ -244,3 +244,15 @@ def test_a_refused_runtime_in_the_cluster_state_is_said_on_stderr(tmp_path, caps
     assert code == 2
     assert captured.err == (f"error: {cluster}[0]: ClusterTrainingRuntime deepspeed-distributed would be refused by "
                             f"the API server, so no cluster holds it: {REFUSED_SLOTS}\n")
+
+
+def test_the_image_mismatch_hint_names_both_images_of_the_usual_runtime(tmp_path, capsys):
+    job = write(tmp_path / "trainjob.yaml", trainjob(numNodes=4, image="example.com/train:1"))
+    code, report = check_json(capsys, job, DEEPSPEED)
+    assert code == 0
+    (finding,) = report["results"][0]["findings"]
+    assert finding == {
+        "rule": "image-reference", "action": "warn", "path": "spec.runtimeRef.name",
+        "message": '[image-reference] spec.runtimeRef.name: ClusterTrainingRuntime deepspeed-distributed: launcher '
+                   'runs "example.com/train:1", workers run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
+                   "ranks may hit an MPI ABI mismatch; use one image for both, pinned by digest"}
