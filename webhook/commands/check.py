@@ -1,8 +1,9 @@
 """``mpijob-webhook check``: the webhook's verdict on manifests, before they reach a cluster.
 
-Exit status: 0 every MPIJob would be admitted, 1 at least one would be denied, 2 an input
-(manifest, policy or cluster-state file) could not be read. ``--output json`` prints a
-``CheckReport`` (see docs/policy.md) for CI pipelines.
+Exit status: 0 every MPIJob and TrainJob would be admitted, 1 at least one would be denied (or a
+training runtime given would be refused by the API server), 2 an input (manifest, policy or
+cluster-state file) could not be used. ``--output json`` prints a ``CheckReport`` (see
+docs/policy.md) for CI pipelines.
 """
 from __future__ import annotations
 
