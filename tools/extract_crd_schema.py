@@ -24,6 +24,8 @@ MPIJOB_CRD = "tests/data/upstream/crd/mpijobs-v2beta1.yaml"
 # (output, version, the CRDs it is extracted from: all must give the same schema)
 SCHEMAS = (
     ("policies/mpijob/schema/mpijob-v2beta1.json", "v2beta1", (MPIJOB_CRD,)),
+    ("policies/trainer/schema/trainjob-v1alpha1.json", "v1alpha1",
+     ("tests/data/trainer/crds/trainer.kubeflow.org_trainjobs.yaml",)),
     ("policies/trainer/schema/trainingruntime-v1alpha1.json", "v1alpha1",
      ("tests/data/trainer/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
       "tests/data/trainer/crds/trainer.kubeflow.org_trainingruntimes.yaml")),

@@ -2,7 +2,9 @@
 
 Each MPIJob goes through what the API server would do on ``kubectl apply``: unknown fields are
 pruned and schema defaults filled in (``policies.mpijob.pruning_defaulting``), the mutating webhook runs and
-its patch is applied, and the validating webhook sees the result. Both calls are the real
+its patch is applied, and the validating webhook sees the result. TrainJobs the same (pruned in
+the v2.2+ shape only: ``policies.trainer.stored_trainjob``), against the training runtimes given,
+each checked against the runtime CRD first (``policies.trainer.runtime_type_check``). Both calls are the real
 ``Admission`` with the given policy, so rules, messages and the patch are exactly the
 webhook's. Cluster-aware rules read a file of cluster objects when one is given; otherwise they
 are reported as skipped, never as a failure.
@@ -26,9 +28,10 @@ from policies.engine import CLUSTER_STATE_RULE
 from policies.mpijob.reading import GROUP, HUB_VERSION, KIND
 from policies.config.layered_policy import Policy
 from policies.mpijob.pruning_defaulting import PrunedField, as_admitted
-from policies.trainer.api import CLUSTER_TRAINING_RUNTIME, TRAINJOB, TRAINJOBS, runtime_ref
+from policies.trainer.api import AUTO, CLUSTER_TRAINING_RUNTIME, TRAINJOB, TRAINJOBS, detect_shape, runtime_ref
 from policies.trainer.api import GROUP as TRAINER_GROUP
 from policies.trainer.runtime_type_check import CheckedRuntime, check_runtime
+from policies.trainer.stored_trainjob import as_stored_trainjob
 from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE
 from policies.trainer.type_check import check_trainjob_shape
 from webhook.admission import Decision
@@ -260,10 +263,7 @@ class Checker:
             "name": meta.get("name") or meta.get("generateName") or "",
         }
         if group == TRAINER_GROUP and obj["kind"] == TRAINJOB:
-            refused = self._refused_runtime(obj, result["namespace"])
-            if refused is not None:
-                return {**result, **_on_refused_runtime(obj, *refused), "pruned": []}
-            return {**result, **self._admit(dict(obj), group, version, result["namespace"], TRAINJOB), "pruned": []}
+            return {**result, **self._check_trainjob(obj, version, result["namespace"])}
         if _is_runtime(obj):
             return {**result, **_runtime_outcome(obj, result["name"])}
         if group != GROUP or obj["kind"] != KIND:
@@ -274,6 +274,21 @@ class Checker:
             obj = admitted
             pruned = [_pruned(p) for p in removed]
         return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
+
+    def _check_trainjob(self, trainjob: Mapping[str, Any], version: str, namespace: str) -> dict[str, Any]:
+        """As stored (pruned and defaulted; the v2.2+ shape only), then as the webhooks see it, or,
+        on a runtime of the input the API server would refuse, not at all."""
+        stored, removed = as_stored_trainjob(trainjob, detect_shape(trainjob, self._pinned_shape(namespace)))
+        pruned = [_pruned(p) for p in removed]
+        refused = self._refused_runtime(stored, namespace)
+        if refused is not None:
+            return {**_on_refused_runtime(stored, *refused), "pruned": pruned}
+        return {**self._admit(stored, TRAINER_GROUP, version, namespace, TRAINJOB), "pruned": pruned}
+
+    def _pinned_shape(self, namespace: str) -> str:
+        """The TrainJob API shape the policy pins in ``namespace`` (``auto`` when it pins none)."""
+        settings = self.policy.settings_for(namespace)
+        return AUTO if settings is None else str(settings.params(TRAINING_RUNTIME_RULE).api_shape)
 
     def _refused_runtime(self, trainjob: Mapping[str, Any], namespace: str
                          ) -> tuple[RuntimeKey, str, CheckedRuntime] | None:

@@ -256,3 +256,72 @@ def test_the_image_mismatch_hint_names_both_images_of_the_usual_runtime(tmp_path
         "message": '[image-reference] spec.runtimeRef.name: ClusterTrainingRuntime deepspeed-distributed: launcher '
                    'runs "example.com/train:1", workers run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
                    "ranks may hit an MPI ABI mismatch; use one image for both, pinned by digest"}
+
+
+# --- the TrainJob itself as the API server stores it ----------------------------------------
+DROPPED_FROM_TRAINJOB = "unknown field: the API server drops it from a trainer.kubeflow.org/v1alpha1 TrainJob"
+
+
+def own_patch(**pod_spec: object) -> dict:
+    return {"manager": "example.com/team", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}}}}
+
+
+PRUNED_TRAINJOB_CASES = [
+    # (id, TrainJob, what is pruned (path, suggestion), decision: what the webhook then decides)
+    ("numNode", {"trainer": {"numNode": 120}}, [("spec.trainer.numNode", "spec.trainer.numNodes")], "denied"),
+    ("runtimePatch", {"trainer": {"numNodes": 4}, "runtimePatch": []},
+     [("spec.runtimePatch", "spec.runtimePatches")], "admitted"),
+    ("patch-sets-resources", {"trainer": {"numNodes": 4},
+                              "runtimePatches": [own_patch(containers=[{"name": "node", "resources": {}}])]},
+     [("spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"
+       ".containers[0].resources", None)], "admitted"),
+    ("nothing-unknown", {"trainer": {"numNodes": 4}, "runtimePatches": [own_patch(serviceAccountName="team-sa")]},
+     [], "admitted"),
+    # no v2.1 CRD is carried: a v2.1 TrainJob is checked as written, nothing is said pruned
+    ("v2.1-shape", {"trainer": {"numNodes": 4, "numProcPerNode": "2"}, "labels": {"team": "a"},
+                    "podTemplateOverrides": [{"targetJobs": [{"name": "node"}], "spec": {"serviceAccountName": "sa"}}]},
+     [], "admitted"),
+]
+
+
+@pytest.mark.parametrize(("spec", "pruned", "decision"), [c[1:] for c in PRUNED_TRAINJOB_CASES],
+                         ids=[c[0] for c in PRUNED_TRAINJOB_CASES])
+def test_fields_the_trainjob_crd_does_not_declare_are_reported_as_pruned(tmp_path, capsys, spec, pruned, decision):
+    job = trainjob()
+    job["spec"].update(spec)
+    code, report = check_json(capsys, write(tmp_path / "trainjob.yaml", job), DEEPSPEED)
+    result = report["results"][0]
+    assert result["pruned"] == [
+        {"path": path, "message": DROPPED_FROM_TRAINJOB + (f"; did you mean {hint}?" if hint else ""),
+         "suggestion": hint} for path, hint in pruned]
+    assert (result["decision"], code) == (decision, 0 if decision == "admitted" else 1)
+
+
+def test_a_misspelt_numnodes_leaves_the_runtimes_count_and_the_webhook_says_so(tmp_path, capsys):
+    job = trainjob()
+    job["spec"]["trainer"] = {"numNode": 4}
+    code, report = check_json(capsys, write(tmp_path / "trainjob.yaml", job), DEEPSPEED)
+    (finding,) = report["results"][0]["findings"]
+    assert (code, finding["rule"], finding["path"]) == (1, "worker-count", "spec.trainer.numNodes")
+    assert "Required value: not set, and the Trainer controller then runs 1 node pod" in finding["message"]
+
+
+def test_a_policy_pinned_to_v2_1_is_not_pruned_against_the_v2_3_crd(tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  training-runtime:\n    params:\n      apiShape: v2.1\n")
+    job = trainjob(numNodes=4)
+    job["spec"]["trainer"]["numNode"] = 4
+    v2_1_runtime = write(tmp_path / "runtime.yaml", runtime("runtimes/v2.1.0-v2.2.1/deepspeed_distributed.yaml"))
+    code, report = check_json(capsys, write(tmp_path / "trainjob.yaml", job), v2_1_runtime, "--policy-file", policy)
+    assert (code, report["results"][0]["pruned"]) == (0, [])
+
+
+def test_the_text_report_shows_a_trainjobs_pruned_field(tmp_path, capsys):
+    job = trainjob(numNodes=4, namespace="default")
+    job["spec"]["runtimePatch"] = []
+    trainjob_file = write(tmp_path / "trainjob.yaml", job)
+    assert main(["check", str(trainjob_file), str(DEEPSPEED)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"{trainjob_file}[0] TrainJob default/train: admitted",
+                         f"  pruned  spec.runtimePatch: {DROPPED_FROM_TRAINJOB}; did you mean spec.runtimePatches?"]
