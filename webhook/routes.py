@@ -5,8 +5,7 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
@@ -19,9 +18,6 @@ from webhook.responses import StatusBody
 from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
                             read_json, refuse_declared_length, too_costly_to_decode)
 from webhook.runtime import Runtime
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 routes = Blueprint("routes", __name__)
@@ -57,7 +53,7 @@ def _read_body() -> Any:
     declared_length = get_content_length(environ)
     refuse_declared_length(declared_length)  # before taking any room for it
     # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
-    # given back when the request has been answered (releasing_body_room).
+    # given back when the request has been answered (release_body_room).
     budget = runtime().body_budget
     deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
     room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
@@ -142,19 +138,14 @@ def requested_wait(query: str) -> float | None:
     return sum(float(n) * _SECONDS[unit] for n, unit in parts) - ANSWER_MARGIN
 
 
-def releasing_body_room(wsgi_app: WSGIApplication) -> WSGIApplication:
-    """``wsgi_app`` that, once a request is answered, lets its document go, and the room it
-    held with it: where Flask runs its teardown hooks (the response built, its body not yet
-    sent), without the hook machinery a teardown function costs every request."""
-    def answer(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        try:
-            return wsgi_app(environ, start_response)
-        finally:
-            environ.pop(_REVIEW_KEY, None)
-            room = environ.pop(_ROOM_KEY, None)
-            if room is not None:
-                room.release()
-    return answer
+@routes.teardown_app_request
+def release_body_room(error: BaseException | None = None) -> None:
+    """The request is answered: its document goes, and so does the room it held."""
+    environ = request.environ
+    environ.pop(_REVIEW_KEY, None)
+    room = environ.pop(_ROOM_KEY, None)
+    if room is not None:
+        room.release()
 
 
 @routes.post("/validate")
