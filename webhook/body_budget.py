@@ -89,10 +89,7 @@ class BodyBudget:
         self.max_waiting = max_waiting
         self.max_wait = max_wait  # seconds a request may wait at most, whatever its own deadline
         self._clock = clock
-        # Taken directly (a C-level context manager) where nothing waits, through the Condition
-        # built on it where a request waits or wakes those who do.
-        self._mutex = threading.Lock()
-        self._lock = threading.Condition(self._mutex)
+        self._lock = threading.Condition(threading.Lock())
         self._in_use = 0
         self._waiting: deque[object] = deque()
 
@@ -111,8 +108,8 @@ class BodyBudget:
         waits first in line, and is not turned away for the others waiting."""
         if charge > self.capacity:
             raise ValueError(f"a charge of {charge} bytes can never fit a budget of {self.capacity}")
-        with self._mutex:
-            if self._goes_at_once(charge, 0):
+        with self._lock:
+            if self._fits(charge) and (not self._waiting or charge <= SMALL_CHARGE):
                 self._in_use += charge
                 return Reservation(self, charge)
             if len(self._waiting) >= self.max_waiting and not again:
@@ -149,26 +146,10 @@ class BodyBudget:
     def _fits(self, charge: int) -> bool:
         return self._in_use + charge <= self.capacity
 
-    def _goes_at_once(self, charge: int, held: int) -> bool:
-        """Whether a request holding ``held`` bytes may hold ``charge`` instead without waiting
-        (the lock held): it fits, and no one waits or it is small."""
-        return self._in_use - held + charge <= self.capacity and (not self._waiting or charge <= SMALL_CHARGE)
-
-    def _grow_at_once(self, held: int, charge: int) -> bool:
-        """Hold ``charge`` bytes instead of ``held`` (more) if that can be had without waiting,
-        in one step: what giving ``held`` back and reserving ``charge`` again would do when it
-        goes at once, without a moment in between where another request could take the room."""
-        with self._mutex:
-            if not self._goes_at_once(charge, held):
-                return False
-            self._in_use += charge - held
-            return True
-
     def _give_back(self, charge: int) -> None:
-        with self._mutex:
+        with self._lock:
             self._in_use -= charge
-            if self._waiting:  # every request waiting on the Condition has its turn in _waiting
-                self._lock.notify_all()
+            self._lock.notify_all()
 
 
 class Reservation:
@@ -184,9 +165,6 @@ class Reservation:
         cannot be had by ``deadline``; nothing is held then), first in line."""
         if charge <= self.charge:
             self._budget._give_back(self.charge - charge)
-            self.charge = charge
-            return
-        if self._budget._grow_at_once(self.charge, charge):  # the ordinary request: room to spare
             self.charge = charge
             return
         self.release()
