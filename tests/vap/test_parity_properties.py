@@ -41,6 +41,15 @@ def _reviewable(job: dict[str, Any]) -> None:
     assume(not gpus_before_init(job))
 
 
+def sidecar_gpus(amount: int) -> dict[str, Any]:
+    job = worker_gpus()
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"] = {
+        "containers": [{"name": "c-0", "image": "busybox"}],
+        "initContainers": [{"name": "init-0", "image": "busybox", "restartPolicy": "Always",
+                            "resources": {"limits": {"nvidia.com/gpu": amount}}}]}
+    return job
+
+
 CASES = [(policy_name, namespace, labels) for policy_name in POLICY_NAMES
          for namespace, labels in namespaces(POLICIES[policy_name])]
 
@@ -51,6 +60,9 @@ CASES = [(policy_name, namespace, labels) for policy_name in POLICY_NAMES
 # of the containers being 17.5, blamed the init containers; the policy counts it 0 and names
 # the one container.
 @example(job=worker_gpus("500m", 17), case=("built-in", "team-a", {}))
+# Found here: a sidecar that alone asks for too many GPUs; the webhook names its field, the
+# policy named the pod.
+@example(job=sidecar_gpus(20), case=("built-in", "team-a", {}))
 def test_generated_jobs_get_the_webhooks_rule_ids(job: dict[str, Any], case: tuple[str, str, dict[str, str]]) -> None:
     _reviewable(job)
     policy_name, namespace, labels = case
