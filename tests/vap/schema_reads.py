@@ -29,7 +29,7 @@ export does not use it), and a key proven present only through a variable's valu
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -105,7 +105,7 @@ def _convert(tree: Any) -> Node:
     if data == "literal":
         token = kids[0]
         kind = LITERAL_TYPES[token.type]
-        value = ast.literal_eval(str(token)) if kind == "string" and not str(token)[:1] in "rR" else str(token)
+        value = ast.literal_eval(str(token)) if kind == "string" and str(token)[:1] not in "rR" else str(token)
         return Node("lit", (), (kind, value))
     if data == "list_lit":
         return Node("list", tuple(_list(kids[0])) if kids else ())
@@ -350,7 +350,7 @@ class Checker:
         expected = typed.schema.get("type")
         written = other.value[0]
         if expected in ("string", "integer", "boolean", "number") and written != "null" and written != expected:
-            self.report(node, f"a {expected} field compared with a {written} literal")
+            self.report(node, f"{expected} field compared with a {written} literal")
 
 
 def check_expression(checker: Checker, expression: str, facts: Iterable[str] = ()) -> list[str]:
@@ -378,17 +378,3 @@ def policy_problems(policy: Mapping[str, Any], schema: Mapping[str, Any]) -> lis
             found += [f"validations[{index}].messageExpression: {p}"
                       for p in check_expression(checker, validation["messageExpression"], failed)]
     return found
-
-
-def expressions(objects: Sequence[Mapping[str, Any]]) -> Iterable[tuple[str, str]]:
-    """(policy name, expression) of every CEL expression of the exported policies."""
-    for policy in objects:
-        if policy.get("kind") != "ValidatingAdmissionPolicy":
-            continue
-        spec = policy["spec"]
-        for variable in spec.get("variables", ()):
-            yield policy["metadata"]["name"], variable["expression"]
-        for validation in spec.get("validations", ()):
-            yield policy["metadata"]["name"], validation["expression"]
-            if "messageExpression" in validation:
-                yield policy["metadata"]["name"], validation["messageExpression"]

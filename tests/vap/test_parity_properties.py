@@ -32,7 +32,8 @@ PARITY = settings(max_examples=max(20, settings().max_examples // 20))
 # UPDATE cases fail it).
 UPDATE_ONLY = {"[run-policy] the MPIJob fails the managedByUnchanged check of run-policy"}
 # Fixed (derandomized), so the coverage test answers the same on every run; large enough that
-# the rarest check is failed a few times.
+# the rarest check (a negative minResources) is failed at all. Another hypothesis version may
+# draw another sample: if it misses a check, look at the strategy's odds before the count.
 COVERAGE_SAMPLE = 60
 
 

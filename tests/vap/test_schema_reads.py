@@ -99,7 +99,7 @@ BROKEN = {
                                 "int-or-string value used as it is"),
     "old-object-on-create": ("has(oldObject.spec)", "oldObject read where the request may be a CREATE"),
     "integer-compared-with-string": ("has(object.spec) && has(object.spec.slotsPerWorker) && "
-                                     "object.spec.slotsPerWorker == '1'", "a integer field compared with a string"),
+                                     "object.spec.slotsPerWorker == '1'", "integer field compared with a string literal"),
 }
 
 
