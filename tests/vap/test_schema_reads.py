@@ -1,19 +1,43 @@
 """Every read of the job in the exported CEL is one the API server can type-check against the
-upstream MPIJob CRD and evaluate without a "no such key" error: the field exists, an optional
-field or a map key is read only where the expression proves it there, maps are indexed and
-objects selected, and quantities (int-or-string) go through string() and quantity().
+upstream CRD of the resource the policy matches (MPIJob; TrainJob once exported) and evaluate
+without a "no such key" error: the field exists, an optional field or a map key is read only
+where the expression proves it there, maps are indexed and objects selected, and quantities
+(int-or-string) go through string() and quantity().
 
 We cannot run an API server here; this is the closest check of what its type-checker and its
 evaluation would say (tests/vap/schema_reads.py says what it models and what not)."""
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
+import yaml
 
 from testing.crd import openapi_schema
+from testing.reference_data import TRAINER
 from tests.vap.schema_reads import Checker, check_expression, policy_problems
 from tests.vap.test_parity import POLICIES, exported
 
 SCHEMA = openapi_schema()
+
+
+@cache
+def _trainjob_schema() -> dict:
+    crd = yaml.safe_load((TRAINER / "crds" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    return version["schema"]["openAPIV3Schema"]
+
+
+# The CRD schema each exported policy is type-checked with, by the resource it matches.
+SCHEMAS = {("kubeflow.org", "mpijobs"): openapi_schema, ("trainer.kubeflow.org", "trainjobs"): _trainjob_schema}
+
+
+def schema_of(policy: dict) -> dict:
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    matched = {(group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert len(matched) == 1 and matched <= SCHEMAS.keys(), f"no CRD schema here for {sorted(matched)}"
+    (key,) = matched
+    return SCHEMAS[key]()
 # Reads the checker cannot prove, each safe for the reason given: proving them would take the
 # values of variables, which it does not follow.
 TRUSTED = {
@@ -35,13 +59,13 @@ def _policies() -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize(("name", "policy"), _policies(), ids=[f"{n}-{p['metadata']['name']}" for n, p in _policies()])
 def test_every_read_of_the_job_is_in_the_crd_schema_and_proven_there(name: str, policy: dict) -> None:
-    problems = [p for p in policy_problems(policy, SCHEMA) if not any(f": {read}: " in p for read in TRUSTED)]
+    problems = [p for p in policy_problems(policy, schema_of(policy)) if not any(f": {read}: " in p for read in TRUSTED)]
     assert problems == []
 
 
 def test_the_trusted_reads_are_still_there() -> None:
     """A read that no longer needs trust leaves the list: the list holds what is still taken on faith."""
-    found = {read for _, policy in _policies() for problem in policy_problems(policy, SCHEMA)
+    found = {read for _, policy in _policies() for problem in policy_problems(policy, schema_of(policy))
              for read in TRUSTED if f": {read}: " in problem}
     assert found == set(TRUSTED)
 
@@ -134,3 +158,20 @@ def test_a_guard_removed_from_the_exported_policy_is_found() -> None:
         for v in policy["spec"]["variables"]]}}
     assert broken != policy
     assert any("c.resources: optional field read" in p for p in policy_problems(broken, SCHEMA))
+
+
+def test_a_policy_is_checked_against_the_crd_of_the_resource_it_matches() -> None:
+    def policy(group: str, resource: str, expression: str) -> dict:
+        return {"spec": {"matchConstraints": {"resourceRules": [{"apiGroups": [group], "resources": [resource]}]},
+                         "validations": [{"expression": expression}]}}
+
+    mpijob_read = "!has(object.spec) || !has(object.spec.slotsPerWorker) || object.spec.slotsPerWorker < 9"
+    trainjob_read = "!has(object.spec) || !has(object.spec.trainer) || !has(object.spec.trainer.numNodes)"
+    mpi = policy("kubeflow.org", "mpijobs", mpijob_read)
+    train = policy("trainer.kubeflow.org", "trainjobs", trainjob_read)
+    assert policy_problems(mpi, schema_of(mpi)) == []
+    assert policy_problems(train, schema_of(train)) == []
+    wrong = policy("trainer.kubeflow.org", "trainjobs", mpijob_read)
+    assert any("no field 'slotsPerWorker'" in p for p in policy_problems(wrong, schema_of(wrong)))
+    with pytest.raises(AssertionError, match="no CRD schema here"):
+        schema_of(policy("batch", "jobs", "true"))
