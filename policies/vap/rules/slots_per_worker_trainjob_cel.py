@@ -9,6 +9,9 @@ integer, GPU counts that are not whole quantities or are named by several resour
 "gpu" in one map (the controller takes the first in Go's random map order), and GPUs read from
 the runtime when a patch of the TrainJob writes the resources of a ``node`` container or the
 ancestor label, or names a job the runtime lacks.
+
+GPU counts are variables, each computed once per evaluation (for ``object`` and, on UPDATE,
+``oldObject``): a GPU count is a walk over one resources map.
 """
 from __future__ import annotations
 
@@ -35,10 +38,21 @@ RUNTIME_FIELD = "spec.mlPolicy.mpi.numProcPerNode"
 RUNTIME_VALUE = f"{RUNTIME}.{RUNTIME_FIELD}"
 INTEGER = "^[+-]?[0-9]{1,18}$"
 GPU = "k.lowerAscii().contains('gpu')"
+ROOTS = {cel.NEW: "New", cel.OLD: "Old"}
 
 
 def validations(reading: Reading) -> list[Validation]:
-    return [by_message("slots", lambda root: _slots(reading, root))]
+    check = by_message("slots", lambda root: _slots(reading, root))
+    declared = [("runtimeGpuResources", _runtime_resources()),
+                ("runtimeGpuRequests", f"variables.runtimeGpuResources.map(r, {_amounts('r', 'requests')})"),
+                ("runtimeGpuLimits", f"variables.runtimeGpuResources.map(r, {_amounts('r', 'limits')})")]
+    for root, suffix in ROOTS.items():
+        per_node = trainer_field(root, "resourcesPerNode")
+        given = trainer_present(root, "resourcesPerNode")
+        declared += [(f"perNodeGpuRequests{suffix}", f"{given} ? {_amounts(per_node, 'requests')} : []"),
+                     (f"perNodeGpuLimits{suffix}", f"{given} ? {_amounts(per_node, 'limits')} : []"),
+                     (f"slotsGpus{suffix}", _gpus(reading, root, suffix))]
+    return [Validation(check.name, check.expression, check.message, (*declared, *check.variables))]
 
 
 def _amount(value: str) -> str:
@@ -48,16 +62,21 @@ def _amount(value: str) -> str:
             f"[quantity({value}).asInteger()] : []))")
 
 
-def _gpus(resources: str) -> str:
-    """The controller's GPU count of one resources map, as a list of one, or [] when it cannot be
-    told exactly: the first resource containing "gpu" in requests, else in limits."""
-    def one(kind: str) -> str:  # [0] none named; [n] one whole amount; [] cannot be told
-        amounts = f"(has({resources}.{kind}) ? {resources}.{kind}.filter(k, {GPU}).map(k, " \
-                  f"{_amount(f'{resources}.{kind}[k]')}) : [])"
-        return f"(size({amounts}) == 0 ? [0] : (size({amounts}) > 1 ? [] : {amounts}[0]))"
+def _amounts(resources: str, kind: str) -> str:
+    """The amounts of every resource of ``resources.<kind>`` whose name contains "gpu"."""
+    return f"(has({resources}.{kind}) ? {resources}.{kind}.filter(k, {GPU}).map(k, {_amount(f'{resources}.{kind}[k]')}) : [])"
 
-    requests, limits = one("requests"), one("limits")
-    return f"(size({requests}) == 1 && {requests}[0] != 0 ? {requests} : (size({requests}) == 1 ? {limits} : []))"
+
+def _one(amounts: str) -> str:
+    """[0] none named; [n] one whole amount; [] cannot be told (not whole, or several names)."""
+    return f"(size({amounts}) == 0 ? [0] : (size({amounts}) > 1 ? [] : {amounts}[0]))"
+
+
+def _count(requests: str, limits: str) -> str:
+    """The controller's GPU count: the first "gpu" resource in requests, else in limits."""
+    first_request = _one(requests)
+    return (f"(size({first_request}) == 1 && {first_request}[0] != 0 ? {first_request} : "
+            f"(size({first_request}) == 1 ? {_one(limits)} : []))")
 
 
 def _runtime_resources() -> str:
@@ -66,7 +85,21 @@ def _runtime_resources() -> str:
     found = (f"{JOBS}.filter(j, {job_named('j', NODE)} || {is_ancestor('j')}).map(j, "
              f"{containers('j')}.filter(c, {job_named('c', NODE)} && has(c.resources)).map(c, c.resources))"
              f".filter(l, size(l) > 0)")
-    return f"(size({found}) > 0 ? [{found}[0][0]] : [])"
+    return f"size({found}) > 0 ? [{found}[0][0]] : []"
+
+
+def _gpus(reading: Reading, root: str, suffix: str) -> str:
+    """[GPUs per node] when known exactly, [] when not: from resourcesPerNode, else the runtime."""
+    patched = cel.any_of([
+        reading.patches_any_pod(root, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
+                                                  f"{job_named('c', NODE)} && has(c.resources))"),
+        reading.writes_any_ancestor_label(root),
+        reading.adds_unknown_job(root),
+    ])
+    from_runtime = (f"(size(variables.runtimeGpuResources) == 0 ? [0] : "
+                    f"{_count('variables.runtimeGpuRequests[0]', 'variables.runtimeGpuLimits[0]')})")
+    per_node = _count(f"variables.perNodeGpuRequests{suffix}", f"variables.perNodeGpuLimits{suffix}")
+    return f"{trainer_present(root, 'resourcesPerNode')} ? {per_node} : ({patched} ? [] : {from_runtime})"
 
 
 def _slots(reading: Reading, root: str) -> str:
@@ -76,17 +109,7 @@ def _slots(reading: Reading, root: str) -> str:
                  f"[int({asked})] : []))")
     runtime_set = f"(has({RUNTIME_VALUE}) && type({RUNTIME_VALUE}) == int)"
     runtime_slots = f"({runtime_set} ? {RUNTIME_VALUE} : 1)"
-    per_node = f"{trainer_field(root, 'resourcesPerNode')}"
-    patched = cel.any_of([
-        reading.patches_any_pod(root, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
-                                                  f"{job_named('c', NODE)} && has(c.resources))"),
-        reading.writes_any_ancestor_label(root),
-        reading.adds_unknown_job(root),
-    ])
-    from_runtime = f"({patched} ? [] : {_runtime_resources()}.map(r, {_gpus('r')}))"
-    # [gpus] when known, [] when it cannot be told; from resourcesPerNode or the runtime
-    gpus = (f"({trainer_present(root, 'resourcesPerNode')} ? {_gpus(per_node)} : "
-            f"(size({from_runtime}) == 0 ? [0] : {from_runtime}[0]))")
+    gpus = f"variables.slotsGpus{ROOTS[root]}"
 
     def out_of_range(value: str) -> str:
         return f"({value} < {MIN} || {value} > {MAX})"

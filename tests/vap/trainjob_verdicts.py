@@ -1,0 +1,81 @@
+"""The two answers the TrainJob parity tests compare: the webhook's (its /validate, with only the
+exported rules, the runtimes in its cluster view) and the exported TrainJob policies' (evaluated
+as the API server evaluates them, the runtimes handed in as params), each as rule ids by action."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policies import registry
+from policies.cluster_view import StaticClusterView
+from policies.config.layered_policy import Policy
+from policies.trainer.api import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
+from policies.trainer.type_check import check_trainjob_shape
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
+from testing.app_client import webhook
+from tests.policies.trainer.trainer_data import trainjob_review
+from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
+from tests.vap.verdicts import ACTIONS, Verdict
+from webhook.cel.policy_admission import Request, Review, review
+
+STATIC_TRAINJOB_RULES = tuple(rule for rule in registry.TRAINJOB_RULES if rule.id in TRAINJOB_EXPORTED_RULES)
+Runtime = Mapping[str, Any]
+
+
+def admissible(trainjob: Mapping[str, Any], shape: str = "v2.3") -> list[str]:
+    """Why the API server (the v2.3 CRD schema; a v2.1 object is checked by the webhook's type
+    check only, the test data has no v2.1 CRD) or the webhook's type check would refuse it first."""
+    problems = [f.message for f in check_trainjob_shape(trainjob)]
+    return problems if shape == "v2.1" else [*trainjob_schema_errors(trainjob), *problems]
+
+
+def _view(runtimes: Sequence[Runtime], namespace: str, labels: Mapping[str, str]) -> StaticClusterView:
+    cluster = {r["metadata"]["name"]: r for r in runtimes if r["kind"] == CLUSTER_TRAINING_RUNTIME}
+    local: dict[str, dict[str, Runtime]] = {}
+    for r in runtimes:
+        if r["kind"] == TRAINING_RUNTIME:
+            local.setdefault(r["metadata"].get("namespace", ""), {})[r["metadata"]["name"]] = r
+    return StaticClusterView(cluster_runtimes=cluster, runtimes=local,
+                             namespaces={namespace: {"metadata": {"name": namespace, "labels": dict(labels)}}})
+
+
+def webhook_answer(policy: Policy, trainjob: Mapping[str, Any], runtimes: Sequence[Runtime], namespace: str,
+                   labels: Mapping[str, str] | None = None, *, operation: str = "CREATE",
+                   old: Mapping[str, Any] | None = None) -> tuple[Verdict, list[str]]:
+    """(rule ids by action, ``[rule] path:`` of every finding) of the webhook's /validate."""
+    served = webhook(rules=STATIC_TRAINJOB_RULES, policy=policy, cluster=_view(runtimes, namespace, labels or {}))
+    served.review("/validate", trainjob_review(trainjob, operation=operation, old=old, namespace=namespace))
+    verdict = served.last.verdict
+    if verdict is None:
+        return {}, []
+    assert verdict.error is None, verdict.error
+    found: Verdict = {}
+    lines = []
+    for outcome in verdict.outcomes:
+        if outcome.finding.rule in TRAINJOB_EXPORTED_RULES:
+            found.setdefault(outcome.action.value, set()).add(outcome.finding.rule)
+            lines.append(f"[{outcome.finding.rule}] {outcome.finding.path}:")
+    return found, lines
+
+
+def webhook_verdict(policy: Policy, trainjob: Mapping[str, Any], runtimes: Sequence[Runtime], namespace: str,
+                    labels: Mapping[str, str] | None = None, **update: Any) -> Verdict:
+    return webhook_answer(policy, trainjob, runtimes, namespace, labels, **update)[0]
+
+
+def vap_review(objects: list[dict[str, Any]], trainjob: Mapping[str, Any], runtimes: Sequence[Runtime],
+               namespace: str, labels: Mapping[str, str] | None = None, *, operation: str = "CREATE",
+               old: Mapping[str, Any] | None = None) -> Review:
+    return review(objects, Request(trainjob, namespace, old, operation, dict(labels or {}),
+                                   group="trainer.kubeflow.org", version="v1alpha1", resource="trainjobs",
+                                   params=tuple(runtimes), namespaced_param_kinds=frozenset({TRAINING_RUNTIME})))
+
+
+def vap_verdict(result: Review) -> Verdict:
+    errors = [a.message for a in result.answers if a.error]
+    assert errors == [], errors
+    verdict: Verdict = {}
+    for answer in result.answers:
+        for action in answer.actions:
+            verdict.setdefault(ACTIONS[action], set()).add(answer.rule)
+    return verdict
