@@ -19,6 +19,7 @@ RUNTIME = "params"
 RUNTIME_REF = "spec.runtimeRef.name"
 RUNTIME_JOBS = "spec.template.spec.replicatedJobs"
 JOBS = "variables.runtimeJobs"
+JOB_NAMES = "variables.runtimeJobNames"
 LAUNCHER_AS_NODE = "variables.launcherAsNode"
 LABEL = "variables.runtimeLabel"  # "ClusterTrainingRuntime mpi-cuda": how messages name the runtime
 
@@ -93,7 +94,7 @@ def count(j: str) -> str:
 def count_path(j: str) -> str:
     """Where the runtime writes the job's pod count, as messages name it."""
     return (f"({is_ancestor(j)} ? 'spec.mlPolicy.numNodes' : '{RUNTIME_JOBS}[' + "
-            f"string({JOBS}.map(x, has(x.name) ? x.name : '').indexOf({j}.name)) + '].template.spec.parallelism')")
+            f"string({JOB_NAMES}.indexOf({j}.name)) + '].template.spec.parallelism')")
 
 
 def named_jobs(name: str) -> str:
@@ -130,9 +131,12 @@ class Reading:
         jobs = f"{RUNTIME}.spec.template.spec.replicatedJobs"
         return (
             ("runtimeJobs", f"{cel.present(RUNTIME, 'spec', 'template', 'spec', 'replicatedJobs')} ? {jobs} : []"),
+            ("runtimeJobNames", f"{JOBS}.map(x, has(x.name) ? x.name : '')"),
             ("launcherAsNode", f"{cel.present(RUNTIME, 'spec', 'mlPolicy', 'mpi', 'runLauncherAsNode')} && "
                                f"{RUNTIME}.spec.mlPolicy.mpi.runLauncherAsNode == true"),
             ("runtimeLabel", f"{cel.string(self.runtime_kind + ' ')} + {RUNTIME}.metadata.name"),
+            *_job_variables(LAUNCHER, LAUNCHER_JOBS),
+            *_job_variables(NODE, NODE_JOBS),
         )
 
     # --- what the TrainJob's patches write -------------------------------------------------
@@ -173,9 +177,8 @@ class Reading:
         if not self.runtime_patches:
             return "false"
         patches = f"{root}.spec.runtimePatches"
-        known = f"{JOBS}.map(x, has(x.name) ? x.name : '')"
         return (f"(has({root}.spec) && has({patches}) && {patches}.exists(p, {self._patch_jobs(root)}.exists(j, "
-                f"!(j.name in {known}))))")
+                f"!(j.name in {JOB_NAMES}))))")
 
     def patches_pod(self, root: str, job: str, check: PodCheck) -> str:
         """Some patch of the pod template of job ``job`` has ``check`` true of its pod spec."""
@@ -212,5 +215,25 @@ class Reading:
                                                       f"{job_named('c', NODE)} && has(c.resources))")
 
 
-LAUNCHER_JOBS = named_jobs(LAUNCHER)
-NODE_JOBS = named_jobs(NODE)
+LAUNCHER_JOBS = "variables.launcherJobs"
+NODE_JOBS = "variables.nodeJobs"
+# The runtime's own pod counts (before the TrainJob's numNodes), computed once per evaluation
+NODE_COUNT_SET = "variables.nodeCountSet"
+NODE_COUNT = "variables.nodeCount"
+NODE_PODS = "variables.nodePods"
+NODE_COUNT_PATH = "variables.nodeCountPath"
+LAUNCHER_PODS = "variables.launcherPods"
+LAUNCHER_COUNT_PATH = "variables.launcherCountPath"
+
+
+def _job_variables(name: str, jobs: str) -> tuple[tuple[str, str], ...]:
+    job = f"{jobs}[0]"
+    some = f"size({jobs}) > 0"
+    pods = f"({replicas(job)} > 0 ? {replicas(job)} : 0) * {count(job)}"
+    return (
+        (f"{name}Jobs", named_jobs(name)),
+        (f"{name}CountSet", f"{some} && {count_set(job)}"),
+        (f"{name}Count", f"{some} ? {count(job)} : 1"),
+        (f"{name}Pods", f"{some} ? {pods} : 0"),
+        (f"{name}CountPath", f"{some} ? {count_path(job)} : ''"),
+    )

@@ -57,7 +57,7 @@ def export_trainjobs(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[Expor
         reading = _reading(policy, kind)
         target = Target(TRAINJOB, GROUP, VERSION, TRAINJOBS, INFIXES[kind], (TRAINER_API_VERSION, kind),
                         (*reading.variables(), ("kueueAdmission", kueue_admission())), reading.judged(),
-                        "variables.kueueAdmission")
+                        "(variables.kueueAdmission)")
         for module in TRAINJOB_EXPORTED:
             exported += export_rule(policy, prefix, module.RULE, module.validations(reading), target)
     return exported

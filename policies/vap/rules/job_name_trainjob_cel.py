@@ -29,8 +29,24 @@ RULE = "job-name"
 CONTROLLER = "the Trainer controller"
 
 
+ROOTS = {cel.NEW: "New", cel.OLD: "Old"}
+
+
 def validations(reading: Reading) -> list[Validation]:
-    return [by_message("label", _label), by_message("length", lambda root: _length(reading, root))]
+    """The pod-name suffixes of the runtime's jobs are variables, each computed once per
+    evaluation (for ``object`` and, on UPDATE, ``oldObject``)."""
+    length = by_message("length", lambda root: _length(reading, root))
+    declared = []
+    for root, suffix in ROOTS.items():
+        pods = f"{at_least_one(replicas('j'))} * {_pods_per_job(root, 'j')}"
+        declared += [
+            (f"podNameSuffixes{suffix}", f"{JOBS}.map(j, {_suffix(root, 'j')})"),
+            (f"podNameSuffixSizes{suffix}", f"variables.podNameSuffixes{suffix}.map(s, size(s))"),
+            (f"podCounts{suffix}", f"{JOBS}.map(j, string({pods}) + ' ' + (has(j.name) ? j.name : '') + ' pod' + "
+                                   f"({pods} == 1 ? '' : 's')).join(' and ')"),
+        ]
+    return [by_message("label", _label),
+            Validation(length.name, length.expression, length.message, (*declared, *length.variables))]
 
 
 def _pods_per_job(root: str, j: str) -> str:
@@ -46,15 +62,12 @@ def _suffix(root: str, j: str) -> str:
 
 
 def _length(reading: Reading, root: str) -> str:
-    name, prefix = _name(root), _prefix(root)
-    suffixes = f"{JOBS}.map(j, {_suffix(root, 'j')})"
-    sizes = f"{suffixes}.map(s, size(s))"
+    name, prefix, suffix = _name(root), _prefix(root), ROOTS[root]
+    suffixes, sizes = f"variables.podNameSuffixes{suffix}", f"variables.podNameSuffixSizes{suffix}"
     longest_suffix = f"(size({JOBS}) > 0 ? {sizes}.max() : {len(GENERATED_SUFFIX) + 1})"
     derived = f"(size({JOBS}) > 0 ? {name} + {suffixes}[{sizes}.indexOf({sizes}.max())] : {name} + '-{GENERATED_SUFFIX}')"
     limit = f"({DNS1035_LABEL_MAX} - {longest_suffix})"
-    counted = (f"(size({JOBS}) == 0 ? 'no replicated job' : {JOBS}.map(j, string({at_least_one(replicas('j'))} * "
-               f"{_pods_per_job(root, 'j')}) + ' ' + (has(j.name) ? j.name : '') + ' pod' + "
-               f"({at_least_one(replicas('j'))} * {_pods_per_job(root, 'j')} == 1 ? '' : 's')).join(' and '))")
+    counted = f"(size({JOBS}) == 0 ? 'no replicated job' : variables.podCounts{suffix})"
     too_long = (f"'\"' + {derived} + '\" (' + string(size({derived})) + ' characters) is over the "
                 f"{DNS1035_LABEL_MAX} allowed for a DNS-1035 label'")
     generated = (f"'the API server appends 5 random characters and {CONTROLLER} names pods after the result: ' + "

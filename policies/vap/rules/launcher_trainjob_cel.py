@@ -10,19 +10,24 @@ from __future__ import annotations
 from policies.trainer.api import LAUNCHER
 from policies.vap import cel_text as cel
 from policies.vap.checks import Validation, by_message, line, when
-from policies.vap.trainjob_fields_cel import LABEL, LAUNCHER_JOBS, RUNTIME_REF, Reading, count, count_path, replicas
+from policies.vap.trainjob_fields_cel import (
+    LABEL,
+    LAUNCHER_COUNT_PATH,
+    LAUNCHER_JOBS,
+    LAUNCHER_PODS,
+    RUNTIME_REF,
+    Reading,
+)
 
 RULE = "launcher"
 
 
 def validations(reading: Reading) -> list[Validation]:
-    return [by_message("launcherPods", lambda root: _pods(reading, root))]
+    return [by_message("launchers", lambda root: _pods(reading, root))]
 
 
 def _pods(reading: Reading, root: str) -> str:
-    job = f"{LAUNCHER_JOBS}[0]"
-    pods = f"(({replicas(job)} > 0 ? {replicas(job)} : 0) * {count(job)})"
-    path = count_path(job)
+    pods, path = LAUNCHER_PODS, LAUNCHER_COUNT_PATH
     message = (f"{LABEL} + ': ' + {path} + ': the {LAUNCHER} job runs ' + string({pods}) + ' pods, each starting "
                f"mpirun over all the nodes; an MPI job has exactly 1 launcher: set ' + {path} + ' in ' + {LABEL} + "
                "' to 1 (spec.trainer.numNodes sets the nodes)'")

@@ -19,7 +19,7 @@ from policies.vap.trainjob_fields_cel import (
     RUNTIME,
     RUNTIME_JOBS,
     RUNTIME_REF,
-    JOBS,
+    JOB_NAMES,
     Reading,
     has_node_container,
     is_ancestor,
@@ -53,7 +53,7 @@ def _about_runtime(path: str, message: str, problem: str = "Invalid value") -> s
 
 
 def _job_index(jobs: str) -> str:
-    return f"string({JOBS}.map(x, has(x.name) ? x.name : '').indexOf({jobs}[0].name))"
+    return f"string({JOB_NAMES}.indexOf({jobs}[0].name))"
 
 
 def _launcher_job(reading: Reading, root: str) -> str:

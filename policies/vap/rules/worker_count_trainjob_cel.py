@@ -12,17 +12,16 @@ from policies.trainer.api import NODE
 from policies.vap import cel_text as cel
 from policies.vap.checks import Validation, by_message, first, line, param
 from policies.vap.trainjob_fields_cel import (
-    JOBS,
     LABEL,
     LAUNCHER_AS_NODE,
+    NODE_COUNT,
+    NODE_COUNT_PATH,
+    NODE_COUNT_SET,
     NODE_JOBS,
+    NODE_PODS,
     RUNTIME_JOBS,
     RUNTIME_REF,
     Reading,
-    count,
-    count_path,
-    count_set,
-    replicas,
     trainer_field,
     trainer_present,
 )
@@ -44,23 +43,22 @@ def _said(message: str, path: str) -> str:
 
 
 def _workers(reading: Reading, root: str) -> str:
-    node = f"{NODE_JOBS}[0]"
     has_node = f"size({NODE_JOBS}) > 0"
     num_nodes = trainer_field(root, "numNodes")
     from_job = trainer_present(root, "numNodes")
-    asked = f"({from_job} ? {num_nodes} - {OFFSET} : {count(node)})"
-    written = f"({from_job} ? {num_nodes} : {count(node)})"  # the number the user writes
-    runtime_counted = f"!{from_job} && {count_set(node)}"
+    asked = f"({from_job} ? {num_nodes} - {OFFSET} : {NODE_COUNT})"
+    written = f"({from_job} ? {num_nodes} : {NODE_COUNT})"  # the number the user writes
+    runtime_counted = f"!{from_job} && {NODE_COUNT_SET}"
     allowed = f"'between ' + string({MIN} + {OFFSET}) + ' and ' + string({MAX} + {OFFSET})"
 
     missing = line(RULE, cel.string(RUNTIME_REF), "Required value", _said(
         f"'a TrainJob needs a {NODE} replica spec unless spec.mlPolicy.mpi.runLauncherAsNode is true; add "
         f"{RUNTIME_JOBS} with replicas ' + 'between ' + string({MIN}) + ' and ' + string({MAX}) + ' and a pod template'",
         cel.string(RUNTIME_JOBS)))
-    pods = f"{replicas(node)} * {count(node)}"
+    pods = NODE_PODS
     unset = line(RULE, cel.string(NUM_NODES), "Required value",
                  f"'not set, and the Trainer controller then runs ' + string({pods}) + ({pods} == 1 ? ' node pod' : "
-                 f"' node pods') + ' (' + {LABEL} + ': ' + {count_path(node)} + ' is not set either); set {NUM_NODES} "
+                 f"' node pods') + ' (' + {LABEL} + ': ' + {NODE_COUNT_PATH} + ' is not set either); set {NUM_NODES} "
                  f"to a number ' + {allowed}")
 
     def asked_text() -> str:
@@ -70,8 +68,8 @@ def _workers(reading: Reading, root: str) -> str:
     def finding(body: str, fix: str) -> str:
         path = f"({from_job} ? {cel.string(NUM_NODES)} : {cel.string(RUNTIME_REF)})"
         message = (f"{body} + ' (' + {asked_text()} + '); set ' + ({from_job} ? {cel.string(NUM_NODES)} : "
-                   f"{count_path(node)} + ' in ' + {LABEL}) + ' to ' + {fix}")
-        said = f"({from_job} ? {message} : {_said(message, count_path(node))})"
+                   f"{NODE_COUNT_PATH} + ' in ' + {LABEL}) + ' to ' + {fix}")
+        said = f"({from_job} ? {message} : {_said(message, NODE_COUNT_PATH)})"
         return line(RULE, path, "Invalid value", said, f"string({written})")
 
     too_many = finding(f"'at most ' + string({MAX}) + ' nodes' + {BESIDES} + ' are allowed'",
@@ -84,10 +82,8 @@ def _workers(reading: Reading, root: str) -> str:
     counted = f"{has_node} && ({from_job} || {runtime_counted})"
     return first(
         (f"!({has_node}) && !{LAUNCHER_AS_NODE} && !({reading.adds_job(root, NODE)})", missing),
-        (f"{has_node} && !{from_job} && !({count_set(node)}) && {known}", unset),
+        (f"{has_node} && !{from_job} && !{NODE_COUNT_SET} && {known}", unset),
         (f"{counted} && {known} && {asked} > {MAX}", too_many),
         (f"{counted} && {known} && {asked} < {MIN}", too_few),
     )
 
-
-__all__ = ["JOBS", "RULE", "validations"]
