@@ -192,6 +192,14 @@ class Reading:
                          f"o.targetJobs.exists(t, {job_named('t', job)}) && has(o.spec) && {check('o.spec')}))")
         return cel.any_of(parts)
 
+    def writes_node_resources(self, root: str) -> str:
+        """Some patch writes the resources of a container ``node`` (of any job). Only v2.1's
+        podTemplateOverrides can: the CRD of v2.2+ lets a runtimePatches container carry only
+        its name, env, securityContext and volumeMounts, and prunes the rest."""
+        overrides = Reading(self.runtime_kind, self.overrides, runtime_patches=False)
+        return overrides.patches_any_pod(root, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
+                                                           f"{job_named('c', NODE)} && has(c.resources))")
+
     def patches_any_pod(self, root: str, check: PodCheck) -> str:
         """Some patch of any job's pod template has ``check`` true of its pod spec."""
         parts = []
@@ -210,9 +218,6 @@ class Reading:
         return self.patches_pod(root, job, lambda pod: f"has({pod}.containers) && "
                                                       f"{pod}.containers.exists(c, {job_named('c', NODE)})")
 
-    def writes_node_resources(self, root: str, job: str) -> str:
-        return self.patches_pod(root, job, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
-                                                      f"{job_named('c', NODE)} && has(c.resources))")
 
 
 LAUNCHER_JOBS = "variables.launcherJobs"

@@ -33,6 +33,7 @@ from policies.vap import cel_text as cel, namespaces
 from policies.vap.policy_model import Override, Policy
 from policies.vap.policy_objects import DEFAULT_PREFIX, ExportedRule, Target, export_rule
 from policies.vap.rules import (
+    gpus_per_worker_trainjob_cel as gpus_per_worker,
     job_name_trainjob_cel as job_name,
     launcher_trainjob_cel as launcher,
     slots_per_worker_trainjob_cel as slots_per_worker,
@@ -42,7 +43,8 @@ from policies.vap.rules import (
 from policies.vap.trainjob_fields_cel import Reading
 
 # In the order the webhook runs and reports them.
-TRAINJOB_EXPORTED: tuple[ModuleType, ...] = (job_name, launcher, worker_count, slots_per_worker, training_runtime)
+TRAINJOB_EXPORTED: tuple[ModuleType, ...] = (job_name, launcher, worker_count, slots_per_worker, training_runtime,
+                                             gpus_per_worker)
 TRAINJOB_EXPORTED_RULES = tuple(m.RULE for m in TRAINJOB_EXPORTED)
 SHAPE_RULE = "training-runtime"  # its apiShape parameter pins the TrainJob API the cluster serves
 # Object names: <prefix>-trainjob-<rule>[-<action>] judge with ClusterTrainingRuntimes,

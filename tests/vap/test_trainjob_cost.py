@@ -39,7 +39,8 @@ def _containers(count: int, prefix: str = "c") -> list[dict[str, Any]]:
 
 def wide_runtime(containers: int, jobs: int = 2, name: str = "wide") -> dict[str, Any]:
     """An MPI runtime whose launcher and node jobs (and ``jobs - 2`` more) each run ``containers``
-    containers, none named node, with every other problem training-runtime and launcher know."""
+    containers (in the node job the first is node, without resources: resourcesPerNode decides
+    it; none in the launcher), with every other problem training-runtime and launcher know."""
     wide = runtime("runtimes/opendatahub/openmpi_cuda.yaml")
     wide["metadata"] = {"name": name}
     wide["spec"]["mlPolicy"]["numNodes"] = 2
@@ -50,14 +51,15 @@ def wide_runtime(containers: int, jobs: int = 2, name: str = "wide") -> dict[str
         if index >= 2:
             replicated["name"] = f"aux-{index}"
         replicated["template"]["spec"]["template"]["spec"]["containers"] = _containers(containers)
+    template["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0] = {"name": "node"}
     return wide
 
 
 def wide_trainjob(containers: int, patches: int, jobs: int = 2, env: int = 0) -> dict[str, Any]:
     """A TrainJob that breaks every exported check, with ``patches`` runtimePatches entries
     patching each job's pod template with ``containers`` containers (none named node)."""
-    trainjob = job("wide", name="p" * 50, numNodes=120, numProcPerNode=9,
-                   env=[{"name": f"VAR_{i}", "value": "v" * 16} for i in range(env)])
+    trainjob = job("wide", name="p" * 50, numNodes=120, numProcPerNode=9, resourcesPerNode={"limits": {
+                   "nvidia.com/gpu": "1.5"}}, env=[{"name": f"VAR_{i}", "value": "v" * 16} for i in range(env)])
     names = ["launcher", "node", *(f"aux-{i}" for i in range(2, jobs))]
     trainjob["spec"]["runtimePatches"] = [runtime_patch(f"team-{p}", {
         name: {"spec": {"template": {"spec": {"containers": [{"name": c["name"]} for c in _containers(containers)]}}}}
@@ -94,7 +96,7 @@ def test_the_widest_trainjobs_stay_far_within_the_budget(shape: str, operation: 
     assert [a.message for a in result.answers if a.error] == []
     if operation == "CREATE":
         assert {a.rule for a in result.answers} == {"job-name", "launcher", "worker-count", "slots-per-worker",
-                                                    "training-runtime"}, "every check must reach its message"
+                                                    "training-runtime", "gpus-per-worker"}, "every check must fail"
     total, per_expression = _worst(result)
     print(f"{shape} {operation}: costliest evaluation {total}, costliest expression {per_expression}")
     assert total * MARGIN < PER_EVALUATION_BUDGET, total

@@ -11,7 +11,7 @@ import yaml
 from tests.vap.corpus import ACTIONS_POLICY
 from webhook.cli import main as cli
 
-TRAINJOB_RULES = ("job-name", "launcher", "worker-count", "slots-per-worker", "training-runtime")
+TRAINJOB_RULES = ("job-name", "launcher", "worker-count", "slots-per-worker", "training-runtime", "gpus-per-worker")
 LABELS = {"app.kubernetes.io/part-of": "mpijob-webhook", "mpijob-webhook.kubeflow.org/exported-policy": "mpijob-webhook"}
 
 

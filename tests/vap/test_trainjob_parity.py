@@ -82,7 +82,8 @@ def test_what_is_left_to_the_webhook_is_admitted_by_the_policies(name: str) -> N
     rule, trainjob, shape = LEFT_TO_WEBHOOK[name]
     policy_name = policy_for(shape)
     assert admissible(trainjob, shape) == []
-    assert rule in webhook_verdict(POLICIES[policy_name], trainjob, RUNTIMES, NAMESPACE).get("deny", set())
+    webhook, _ = webhook_answer(POLICIES[policy_name], trainjob, RUNTIMES, NAMESPACE, everything=True)
+    assert rule in webhook.get("deny", set())
     result = vap_review(exported(policy_name), trainjob, params_for(trainjob, RUNTIMES), NAMESPACE)
     assert rule not in vap_verdict(result).get("deny", set())
 
@@ -91,7 +92,8 @@ def boundary_trainjobs() -> dict[str, dict[str, Any]]:
     """TrainJobs at the values the policies' parameters move."""
     return {
         "small": job(numNodes=3, numProcPerNode=1),
-        "wide": job(numNodes=41, numProcPerNode=4, resourcesPerNode={"limits": {"nvidia.com/gpu": 4}}),
+        "wide": job(numNodes=41, numProcPerNode=4),
+        "gpus": job("deepspeed-distributed", numNodes=3, numProcPerNode=1, resourcesPerNode={"limits": {"nvidia.com/gpu": 6}}),
         "long-name": job(name="p" * 44, numNodes=12, numProcPerNode=2),
     }
 

@@ -254,6 +254,19 @@ VIOLATIONS: dict[str, tuple[str, Obj, str]] = {
     "name-44-eleven-launchers": ("job-name", job("eleven-launchers", name="p" * 44, numNodes=3), "v2.3"),
     "generate-name-40": ("job-name", _generated("g" * 40, numNodes=3), "v2.3"),
     "name-not-a-label": ("job-name", job(name="Train_Job", numNodes=3), "v2.3"),
+    "gpus-17": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, numProcPerNode=1, resourcesPerNode={"limits": {GPU: 17}}),
+                "v2.3"),
+    "gpus-requests-17": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, numProcPerNode=1, resourcesPerNode={
+        "requests": {GPU: "17"}}), "v2.3"),
+    "gpus-fraction": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, resourcesPerNode={"limits": {GPU: "1.5"}}), "v2.3"),
+    "gpus-negative-request": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, resourcesPerNode={
+        "limits": {GPU: 2}, "requests": {GPU: "-1"}}), "v2.3"),
+    "gpus-request-without-limit": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, resourcesPerNode={
+        "requests": {GPU: 2, "cpu": "4"}, "limits": {"cpu": "4"}}), "v2.3"),
+    "gpus-request-differs": ("gpus-per-worker", job(DEEPSPEED, numNodes=3, resourcesPerNode={
+        "limits": {GPU: 2}, "requests": {GPU: 1}}), "v2.3"),
+    "fpga-fraction-v21": ("gpus-per-worker", job("deepspeed-v21", numNodes=3, resourcesPerNode={
+        "limits": {"example.com/fpga": "500m"}}), "v2.1"),
     "numnodes-0": ("training-runtime", job(numNodes=0), "v2.3"),
     "numprocpernode-0": ("training-runtime", job(numNodes=3, numProcPerNode=0), "v2.3"),
     "intel-mpi": ("training-runtime", job("intel-mpi", numNodes=3), "v2.3"),
@@ -277,6 +290,10 @@ VIOLATIONS: dict[str, tuple[str, Obj, str]] = {
 # TrainJobs the webhook admits although they look close to a violation (or that it does not check).
 ADMITTED: dict[str, tuple[Obj, str]] = {
     "good": (job(numNodes=3), "v2.3"),
+    "gpus-16": (job(DEEPSPEED, numNodes=3, numProcPerNode=1, resourcesPerNode={"limits": {GPU: 16, "cpu": "8"},
+                                                                                "requests": {GPU: "16"}}), "v2.3"),
+    "gpus-two-vendors-8-each": (job(DEEPSPEED, numNodes=3, numProcPerNode=2, resourcesPerNode={
+        "limits": {GPU: 8, "amd.com/gpu": 8}}), "v2.3"),
     "nodes-101-with-launcher-as-node": (job(numNodes=101), "v2.3"),
     "name-44": (job(name="p" * 44, numNodes=3), "v2.3"),
     "slots-8": (job(numNodes=3, numProcPerNode=8), "v2.3"),
@@ -306,6 +323,8 @@ LEFT_TO_WEBHOOK: dict[str, tuple[str, Obj, str]] = {
         "containers": [{"name": "node", "resources": {"limits": {GPU: "12"}, "requests": {GPU: "12"}}}]}), "v2.1"),
     "patch-unlabels-launcher": ("training-runtime", _patched(job("two-launchers", numNodes=3), runtime_patch(
         "team", {"launcher": pod_patch(labels={ANCESTOR: "no"})})), "v2.3"),
+    "limits-merged-with-the-runtimes-requests": ("gpus-per-worker", job(numNodes=3, numProcPerNode=1, resourcesPerNode={
+        "limits": {GPU: 4}}), "v2.3"),
     "slots-string-not-a-number-v21": ("slots-per-worker", job("deepspeed-v21", numNodes=3, numProcPerNode=" 9"), "v2.1"),
 }
 

@@ -39,10 +39,43 @@ def _view(runtimes: Sequence[Runtime], namespace: str, labels: Mapping[str, str]
                              namespaces={namespace: {"metadata": {"name": namespace, "labels": dict(labels)}}})
 
 
+def per_node_decides(trainjob: Mapping[str, Any], runtimes: Sequence[Runtime]) -> bool:
+    """Whether resourcesPerNode alone decides the GPUs of the pods that get it (the case
+    ``gpus-per-worker`` is exported for; docs/vap.md): given, received by a runtime node
+    container without resources of its own, and no patch writing such resources or the ancestor
+    label."""
+    spec = trainjob.get("spec") or {}
+    if "resourcesPerNode" not in (spec.get("trainer") or {}):
+        return False
+    ref = spec.get("runtimeRef") or {}
+    found = [r for r in runtimes if r["metadata"]["name"] == ref.get("name")
+             and r["kind"] == (ref.get("kind") or "ClusterTrainingRuntime")]
+    if not found:
+        return False
+    rt = found[0]
+    jobs = {j.get("name"): j for j in rt["spec"].get("template", {}).get("spec", {}).get("replicatedJobs", [])}
+
+    def node_container(job: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        pod = ((((job or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        return next((c for c in pod.get("containers") or [] if c.get("name") == "node"), None)
+
+    launcher = jobs.get("launcher")
+    labels = (((launcher or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+    receivers = []
+    if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer" and node_container(launcher):
+        receivers.append(node_container(launcher))
+    if (rt["spec"]["mlPolicy"].get("mpi") or {}).get("runLauncherAsNode") is True and node_container(jobs.get("node")):
+        receivers.append(node_container(jobs.get("node")))
+    patches = str(spec.get("runtimePatches", "")) + str(spec.get("podTemplateOverrides", ""))
+    return bool(receivers) and all("resources" not in c for c in receivers if c) and "resources" not in patches \
+        and "trainjob-ancestor-step" not in patches
+
+
 def webhook_answer(policy: Policy, trainjob: Mapping[str, Any], runtimes: Sequence[Runtime], namespace: str,
                    labels: Mapping[str, str] | None = None, *, operation: str = "CREATE",
-                   old: Mapping[str, Any] | None = None) -> tuple[Verdict, list[str]]:
-    """(rule ids by action, ``[rule] path:`` of every finding) of the webhook's /validate."""
+                   old: Mapping[str, Any] | None = None, everything: bool = False) -> tuple[Verdict, list[str]]:
+    """(rule ids by action, ``[rule] path:`` of every finding) of the webhook's /validate, for
+    the rules exported for this TrainJob (``everything``: also where a rule is left to the webhook)."""
     served = webhook(rules=STATIC_TRAINJOB_RULES, policy=policy, cluster=_view(runtimes, namespace, labels or {}))
     served.review("/validate", trainjob_review(trainjob, operation=operation, old=old, namespace=namespace))
     verdict = served.last.verdict
@@ -51,8 +84,11 @@ def webhook_answer(policy: Policy, trainjob: Mapping[str, Any], runtimes: Sequen
     assert verdict.error is None, verdict.error
     found: Verdict = {}
     lines = []
+    exported = set(TRAINJOB_EXPORTED_RULES)
+    if not everything and not per_node_decides(trainjob, runtimes):
+        exported.discard("gpus-per-worker")  # left to the webhook
     for outcome in verdict.outcomes:
-        if outcome.finding.rule in TRAINJOB_EXPORTED_RULES:
+        if outcome.finding.rule in exported:
             found.setdefault(outcome.action.value, set()).add(outcome.finding.rule)
             lines.append(f"[{outcome.finding.rule}] {outcome.finding.path}:")
     return found, lines

@@ -91,8 +91,7 @@ def _runtime_resources() -> str:
 def _gpus(reading: Reading, root: str, suffix: str) -> str:
     """[GPUs per node] when known exactly, [] when not: from resourcesPerNode, else the runtime."""
     patched = cel.any_of([
-        reading.patches_any_pod(root, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
-                                                  f"{job_named('c', NODE)} && has(c.resources))"),
+        reading.writes_node_resources(root),
         reading.writes_any_ancestor_label(root),
         reading.adds_unknown_job(root),
     ])
