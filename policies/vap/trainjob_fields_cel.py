@@ -5,7 +5,9 @@ The runtime is the policy's ``params`` (a ClusterTrainingRuntime or a TrainingRu
 by the API server). The TrainJob's own patches (v2.2+ ``spec.runtimePatches``, v2.1
 ``spec.podTemplateOverrides``) are applied by the Trainer controller with a strategic merge,
 which CEL cannot do: a check that reads something a patch writes does not judge (``Reading``
-says whether some patch writes it, exactly enough to pass rather than guess).
+says whether some patch writes it, exactly enough to pass rather than guess). No patch can write
+a container's resources: both shapes' CRDs let a patched container carry only its name, env and
+volumeMounts (and securityContext on v2.2+), and prune the rest.
 """
 from __future__ import annotations
 
@@ -190,28 +192,6 @@ class Reading:
             overrides = f"{root}.spec.podTemplateOverrides"
             parts.append(f"(has({root}.spec) && has({overrides}) && {overrides}.exists(o, has(o.targetJobs) && "
                          f"o.targetJobs.exists(t, {job_named('t', job)}) && has(o.spec) && {check('o.spec')}))")
-        return cel.any_of(parts)
-
-    def writes_node_resources(self, root: str) -> str:
-        """Some patch writes the resources of a container ``node`` (of any job). Only v2.1's
-        podTemplateOverrides can: the CRD of v2.2+ lets a runtimePatches container carry only
-        its name, env, securityContext and volumeMounts, and prunes the rest."""
-        overrides = Reading(self.runtime_kind, self.overrides, runtime_patches=False)
-        return overrides.patches_any_pod(root, lambda pod: f"has({pod}.containers) && {pod}.containers.exists(c, "
-                                                           f"{job_named('c', NODE)} && has(c.resources))")
-
-    def patches_any_pod(self, root: str, check: PodCheck) -> str:
-        """Some patch of any job's pod template has ``check`` true of its pod spec."""
-        parts = []
-        if self.runtime_patches:
-            pod = "j.template.spec.template.spec"
-            patches = f"{root}.spec.runtimePatches"
-            parts.append(f"(has({root}.spec) && has({patches}) && {patches}.exists(p, {self._patch_jobs(root)}.exists("
-                         f"j, {pod_spec_present('j')} && {check(pod)})))")
-        if self.overrides:
-            overrides = f"{root}.spec.podTemplateOverrides"
-            parts.append(f"(has({root}.spec) && has({overrides}) && {overrides}.exists(o, has(o.spec) && "
-                         f"{check('o.spec')}))")
         return cel.any_of(parts)
 
     def adds_node_container(self, root: str, job: str) -> str:

@@ -310,8 +310,6 @@ ADMITTED: dict[str, tuple[Obj, str]] = {
         "team", {"node": pod_patch(NODE_CONTAINER)})), "v2.3"),
     "patch-labels-launcher": (_patched(job("launcher-unlabelled", numNodes=3), runtime_patch(
         "team", {"launcher": pod_patch(labels={ANCESTOR: "trainer"})})), "v2.3"),
-    "override-lowers-runtime-gpus-v21": (_override(job("gpus-12", numNodes=3), ["launcher", "node"], {"containers": [
-        {"name": "node", "resources": {"limits": {GPU: "2"}, "requests": {GPU: "2"}}}]}), "v2.1"),
     "override-adds-node-container-v21": (_override(job("node-container-renamed", numNodes=3), ["node"], NODE_CONTAINER),
                                          "v2.1"),
     "odh-example-3-nodes": (_odh_example(numNodes=3), "v2.3"),
@@ -319,8 +317,6 @@ ADMITTED: dict[str, tuple[Obj, str]] = {
 
 # Findings the webhook gives and the policies leave to it (docs/vap.md): the policies admit.
 LEFT_TO_WEBHOOK: dict[str, tuple[str, Obj, str]] = {
-    "override-raises-runtime-gpus-v21": ("slots-per-worker", _override(job(numNodes=3), ["launcher", "node"], {
-        "containers": [{"name": "node", "resources": {"limits": {GPU: "12"}, "requests": {GPU: "12"}}}]}), "v2.1"),
     "patch-unlabels-launcher": ("training-runtime", _patched(job("two-launchers", numNodes=3), runtime_patch(
         "team", {"launcher": pod_patch(labels={ANCESTOR: "no"})})), "v2.3"),
     "limits-merged-with-the-runtimes-requests": ("gpus-per-worker", job(numNodes=3, numProcPerNode=1, resourcesPerNode={

@@ -14,7 +14,7 @@ from policies.trainer.type_check import check_trainjob_shape
 from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from testing.app_client import webhook
 from tests.policies.trainer.trainer_data import trainjob_review
-from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
+from tests.policies.trainer.trainjob_crd import trainjob_schema_errors, trainjob_v2_1_schema_errors
 from tests.vap.verdicts import ACTIONS, Verdict
 from webhook.cel.policy_admission import Request, Review, review
 
@@ -23,10 +23,10 @@ Runtime = Mapping[str, Any]
 
 
 def admissible(trainjob: Mapping[str, Any], shape: str = "v2.3") -> list[str]:
-    """Why the API server (the v2.3 CRD schema; a v2.1 object is checked by the webhook's type
-    check only, the test data has no v2.1 CRD) or the webhook's type check would refuse it first."""
-    problems = [f.message for f in check_trainjob_shape(trainjob)]
-    return problems if shape == "v2.1" else [*trainjob_schema_errors(trainjob), *problems]
+    """Why the API server (the v2.3.0 CRD schema, or the v2.1 shape's) or the webhook's type check
+    would refuse it first."""
+    schema = trainjob_v2_1_schema_errors if shape == "v2.1" else trainjob_schema_errors
+    return [*schema(trainjob), *(f.message for f in check_trainjob_shape(trainjob))]
 
 
 def _view(runtimes: Sequence[Runtime], namespace: str, labels: Mapping[str, str]) -> StaticClusterView:

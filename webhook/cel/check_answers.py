@@ -15,7 +15,9 @@ from typing import Any
 from policies.config.layered_policy import Policy
 from policies.mpijob.pruning_defaulting import as_admitted
 from policies.trainer.api import API_VERSION as TRAINER_API_VERSION, GROUP as TRAINER_GROUP, TRAINING_RUNTIME, TRAINJOB
-from policies.trainer.api import TRAINJOBS, VERSION as TRAINER_VERSION
+from policies.trainer.api import TRAINJOBS, VERSION as TRAINER_VERSION, detect_shape
+from policies.trainer.runtime_type_check import check_runtime
+from policies.trainer.stored_trainjob import as_stored_trainjob
 from policies.vap import objects
 from webhook.cel import MISSING
 from webhook.cel import cel_runtime as evaluator
@@ -43,8 +45,12 @@ def answer(exported_objects: list[dict[str, Any]], obj: Mapping[str, Any], names
         if obj.get("apiVersion") != TRAINER_API_VERSION:
             return _not_evaluated(f"written in {obj.get('apiVersion')}: the exported policies match "
                                   f"{TRAINER_API_VERSION} TrainJobs")
-        request = Request(obj, namespace, namespace_labels=dict(labels), group=TRAINER_GROUP, version=TRAINER_VERSION,
-                          resource=TRAINJOBS, params=tuple(runtimes),
+        # As the API server holds them: the TrainJob pruned and defaulted, the runtimes it would
+        # refuse absent and the others as stored.
+        stored, _ = as_stored_trainjob(obj, detect_shape(obj))
+        held = tuple(checked.stored for checked in map(check_runtime, runtimes) if checked.valid)
+        request = Request(stored, namespace, namespace_labels=dict(labels), group=TRAINER_GROUP,
+                          version=TRAINER_VERSION, resource=TRAINJOBS, params=held,
                           namespaced_param_kinds=frozenset({TRAINING_RUNTIME}))
     elif obj.get("apiVersion") != HUB:
         return _not_evaluated(f"written in {obj.get('apiVersion')}: the API server converts it through the webhook "

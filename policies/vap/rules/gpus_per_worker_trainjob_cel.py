@@ -11,8 +11,8 @@ most ``max``.
 
 Left to the webhook: runtimes whose receiving ``node`` containers have resources (what v2.3
 merges in, and the GPUs of node pods the runtime gives), node pods whose other containers name
-GPUs (the webhook sums them), a patch that writes a ``node`` container's resources or the
-launcher's ancestor label, and a LimitRange's maximum.
+GPUs (the webhook sums them), a patch that writes the launcher's ancestor label, and a
+LimitRange's maximum. (No patch can write a container's resources: the CRDs prune them.)
 """
 from __future__ import annotations
 
@@ -122,7 +122,6 @@ def _per_node(reading: Reading, root: str) -> str:
     decided = cel.all_of([
         given, f"({LAUNCHER_GETS} || {NODE_GETS})", "variables.perNodeAlone",
         f"!({reading.writes_ancestor_label(root, LAUNCHER)})",
-        f"!({reading.writes_node_resources(root)})",
     ])
     return f"(!({decided}) ? '' : " + first(
         (f"size({bad_limits}) > 0", not_whole("limits", bad_limits)),

@@ -7,8 +7,8 @@ with resources, in the first job named ``node`` or labelled as the trainer's anc
 Left to the webhook (the check passes): a v2.1 string ``numProcPerNode`` that is not a plain
 integer, GPU counts that are not whole quantities or are named by several resources containing
 "gpu" in one map (the controller takes the first in Go's random map order), and GPUs read from
-the runtime when a patch of the TrainJob writes the resources of a ``node`` container or the
-ancestor label, or names a job the runtime lacks.
+the runtime when a patch of the TrainJob writes the ancestor label or names a job the runtime
+lacks (no patch can write a container's resources: the CRDs prune them).
 
 GPU counts are variables, each computed once per evaluation (for ``object`` and, on UPDATE,
 ``oldObject``): a GPU count is a walk over one resources map.
@@ -91,7 +91,6 @@ def _runtime_resources() -> str:
 def _gpus(reading: Reading, root: str, suffix: str) -> str:
     """[GPUs per node] when known exactly, [] when not: from resourcesPerNode, else the runtime."""
     patched = cel.any_of([
-        reading.writes_node_resources(root),
         reading.writes_any_ancestor_label(root),
         reading.adds_unknown_job(root),
     ])
