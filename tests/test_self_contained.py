@@ -35,7 +35,8 @@ def test_the_data_folders_hold_what_the_tests_read():
     assert {p.name for p in (TRAINER / "crds").glob("*.yaml")} == {
         f"trainer.kubeflow.org_{kind}.yaml" for kind in ("clustertrainingruntimes", "trainingruntimes", "trainjobs")}
     documented = (DATA / "README.md").read_text()
-    for folder in ("captured/", "upstream/crd/", "trainer/crds/", "trainer/webhook/", "trainer/examples/opendatahub/"):
+    for folder in ("captured/", "upstream/crd/", "trainer/crds/", "trainer/webhook/", "trainer/examples/opendatahub/",
+                   "trainer/v2.1-shape/"):
         assert f"`{folder}" in documented, folder
 
 

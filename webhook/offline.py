@@ -2,7 +2,9 @@
 
 Each MPIJob goes through what the API server would do on ``kubectl apply``: unknown fields are
 pruned and schema defaults filled in (``policies.mpijob.pruning_defaulting``), the mutating webhook runs and
-its patch is applied, and the validating webhook sees the result. Both calls are the real
+its patch is applied, and the validating webhook sees the result. TrainJobs the same (pruned in
+the v2.2+ shape only: ``policies.trainer.stored_trainjob``), against the training runtimes given,
+each checked against the runtime CRD first (``policies.trainer.runtime_type_check``). Both calls are the real
 ``Admission`` with the given policy, so rules, messages and the patch are exactly the
 webhook's. Cluster-aware rules read a file of cluster objects when one is given; otherwise they
 are reported as skipped, never as a failure.
@@ -19,14 +21,19 @@ import jsonpatch
 import yaml
 
 from policies import messages
-from policies.interface import Action, Finding
+from policies.interface import Action, Finding, Problem
+from policies.messages import plural
 from policies.cluster_view import ClusterView, StaticClusterView
 from policies.engine import CLUSTER_STATE_RULE
 from policies.mpijob.reading import GROUP, HUB_VERSION, KIND
 from policies.config.layered_policy import Policy
-from policies.mpijob.pruning_defaulting import as_admitted
+from policies.mpijob.pruning_defaulting import PrunedField, as_admitted
+from policies.trainer.api import AUTO, CLUSTER_TRAINING_RUNTIME, TRAINJOB, TRAINJOBS, detect_shape, runtime_ref
 from policies.trainer.api import GROUP as TRAINER_GROUP
-from policies.trainer.api import TRAINJOB, TRAINJOBS
+from policies.trainer.runtime_type_check import CheckedRuntime, check_runtime
+from policies.trainer.stored_trainjob import as_stored_trainjob
+from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE
+from policies.trainer.type_check import check_trainjob_shape
 from webhook.admission import Decision
 from webhook.review import parse_admission_review
 from webhook.runtime import default_runtime
@@ -150,33 +157,51 @@ def cluster_view(objects: Sequence[tuple[str, int, Mapping[str, Any]]], default_
 
 def training_runtimes(objects: Iterable[tuple[str, int, Mapping[str, Any]]], default_namespace: str
                       ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """(ClusterTrainingRuntimes by name, TrainingRuntimes by namespace and name) among ``objects``."""
+    """(ClusterTrainingRuntimes by name, TrainingRuntimes by namespace and name) among the
+    cluster-state ``objects``, as the API server stores them. A runtime the API server would
+    refuse cannot be cluster state: it is bad input, with the runtime and its fields named."""
     cluster_wide: dict[str, Any] = {}
     namespaced: dict[str, dict[str, Any]] = {}
     for source, index, obj in objects:
         if obj.get("kind") not in RUNTIME_KINDS:
             continue
-        listed = obj.get("metadata")
-        meta: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
-        if not meta.get("name"):
-            raise BadInput(source, f"a {obj['kind']} needs metadata.name", index)
-        if obj["kind"] == "ClusterTrainingRuntime":
-            cluster_wide[meta["name"]] = obj
+        key = runtime_key(obj, source, index, default_namespace)
+        checked = check_runtime(obj)
+        if not checked.valid:
+            raise BadInput(source, f"{key.describe()} would be refused by the API server, so no cluster holds it: "
+                                   f"{refusals_of(checked.refused)}", index)
+        if key.kind == CLUSTER_TRAINING_RUNTIME:
+            cluster_wide[key.name] = checked.stored
         else:
-            namespaced.setdefault(meta.get("namespace") or default_namespace, {})[meta["name"]] = obj
+            namespaced.setdefault(key.namespace, {})[key.name] = checked.stored
     return cluster_wide, namespaced
 
 
-def with_runtimes(view: StaticClusterView, objects: Sequence[tuple[str, int, Mapping[str, Any]]],
-                  default_namespace: str) -> StaticClusterView:
-    """``view`` with the training runtimes among ``objects`` too (given beside the TrainJobs)."""
-    cluster_wide, namespaced = training_runtimes(objects, default_namespace)
-    if not cluster_wide and not namespaced:
-        return view
-    merged = {ns: dict(names) for ns, names in view.runtimes.items()}
-    for ns, names in namespaced.items():
-        merged.setdefault(ns, {}).update(names)
-    return replace(view, cluster_runtimes={**view.cluster_runtimes, **cluster_wide}, runtimes=merged)
+@dataclass(frozen=True)
+class RuntimeKey:
+    kind: str
+    namespace: str  # "" for a ClusterTrainingRuntime
+    name: str
+
+    def describe(self) -> str:
+        """As the webhook's messages name a runtime: ``ClusterTrainingRuntime mpi-cuda``."""
+        return f"{self.kind} {self.name}"
+
+
+def runtime_key(obj: Mapping[str, Any], source: str, index: int, default_namespace: str) -> RuntimeKey:
+    listed = obj.get("metadata")
+    meta: Mapping[str, Any] = listed if isinstance(listed, Mapping) else {}
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not name or not isinstance(name, str):
+        raise BadInput(source, f"a {obj['kind']} needs metadata.name", index)
+    if obj["kind"] == CLUSTER_TRAINING_RUNTIME:
+        return RuntimeKey(obj["kind"], "", name)
+    return RuntimeKey(obj["kind"], namespace if namespace and isinstance(namespace, str) else default_namespace, name)
+
+
+def refusals_of(refused: Iterable[Finding]) -> str:
+    """What the API server would refuse in a runtime, in one line: ``path: problem; …``."""
+    return "; ".join(messages.line(finding).removeprefix(f"[{finding.rule}] ") for finding in refused)
 
 
 def unavailable_cluster() -> StaticClusterView:
@@ -191,6 +216,9 @@ class Checker:
     cluster: ClusterView | None = None
     namespace: str = "default"
     _decisions: list[Decision] = field(default_factory=list, init=False, repr=False)
+    # Runtimes of the input the API server would refuse: where each was given, and why
+    _refused_runtimes: dict[RuntimeKey, tuple[str, CheckedRuntime]] = field(default_factory=dict, init=False,
+                                                                             repr=False)
 
     def __post_init__(self) -> None:
         policy = self.policy
@@ -201,32 +229,74 @@ class Checker:
         self._admission.observers.append(self._decisions.append)
 
     def add_runtimes(self, objects: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
-        """Training runtimes given in the input beside the TrainJobs that name them."""
+        """Training runtimes given in the input beside the TrainJobs that name them, as the API
+        server would store them. One it would refuse is not added: the TrainJobs that name it
+        are reported on it (``check`` of such a TrainJob), and the runtime's own result says why."""
         view = self._admission.cluster
-        if isinstance(view, StaticClusterView):
-            self._admission.cluster = with_runtimes(view, objects, self.namespace)
+        if not isinstance(view, StaticClusterView):
+            return
+        cluster_wide = dict(view.cluster_runtimes)
+        namespaced = {ns: dict(names) for ns, names in view.runtimes.items()}
+        for source, index, obj in objects:
+            if not _is_runtime(obj):
+                continue
+            key = runtime_key(obj, source, index, self.namespace)
+            checked = check_runtime(obj)
+            if not checked.valid:
+                self._refused_runtimes[key] = (f"{source}[{index}]", checked)
+                continue
+            self._refused_runtimes.pop(key, None)  # given again, valid: the later one counts
+            if key.kind == CLUSTER_TRAINING_RUNTIME:
+                cluster_wide[key.name] = checked.stored
+            else:
+                namespaced.setdefault(key.namespace, {})[key.name] = checked.stored
+        self._admission.cluster = replace(view, cluster_runtimes=cluster_wide, runtimes=namespaced)
 
     def check(self, obj: Mapping[str, Any], source: str, index: int) -> dict[str, Any]:
         group, _, version = str(obj["apiVersion"]).rpartition("/")
         metadata = obj.get("metadata")
         meta = metadata if isinstance(metadata, Mapping) else {}
+        cluster_scoped = group == TRAINER_GROUP and obj["kind"] == CLUSTER_TRAINING_RUNTIME
         result: dict[str, Any] = {
             "source": source, "document": index, "apiVersion": obj["apiVersion"], "kind": obj["kind"],
-            "namespace": meta.get("namespace") or self.namespace,
+            "namespace": None if cluster_scoped else meta.get("namespace") or self.namespace,
             "name": meta.get("name") or meta.get("generateName") or "",
         }
         if group == TRAINER_GROUP and obj["kind"] == TRAINJOB:
-            return {**result, **self._admit(dict(obj), group, version, result["namespace"], TRAINJOB), "pruned": []}
-        if group == TRAINER_GROUP and obj["kind"] in RUNTIME_KINDS:
-            return {**result, "decision": "ignored", "reason": "training-runtime"}
+            return {**result, **self._check_trainjob(obj, version, result["namespace"])}
+        if _is_runtime(obj):
+            return {**result, **_runtime_outcome(obj, result["name"])}
         if group != GROUP or obj["kind"] != KIND:
             return {**result, "decision": "ignored", "reason": "not-mpijob"}
         pruned: list[dict[str, Any]] = []
         if version == HUB_VERSION:
             admitted, removed = as_admitted(obj)
             obj = admitted
-            pruned = [{"path": p.path, "message": p.message, "suggestion": p.suggestion} for p in removed]
+            pruned = [_pruned(p) for p in removed]
         return {**result, **self._admit(obj, group, version, result["namespace"]), "pruned": pruned}
+
+    def _check_trainjob(self, trainjob: Mapping[str, Any], version: str, namespace: str) -> dict[str, Any]:
+        """As stored (pruned and defaulted; the v2.2+ shape only), then as the webhooks see it, or,
+        on a runtime of the input the API server would refuse, not at all."""
+        stored, removed = as_stored_trainjob(trainjob, detect_shape(trainjob, self._pinned_shape(namespace)))
+        pruned = [_pruned(p) for p in removed]
+        refused = self._refused_runtime(stored, namespace)
+        if refused is not None:
+            return {**_on_refused_runtime(stored, *refused), "pruned": pruned}
+        return {**self._admit(stored, TRAINER_GROUP, version, namespace, TRAINJOB), "pruned": pruned}
+
+    def _pinned_shape(self, namespace: str) -> str:
+        """The TrainJob API shape the policy pins in ``namespace`` (``auto`` when it pins none)."""
+        settings = self.policy.settings_for(namespace)
+        return AUTO if settings is None else str(settings.params(TRAINING_RUNTIME_RULE).api_shape)
+
+    def _refused_runtime(self, trainjob: Mapping[str, Any], namespace: str
+                         ) -> tuple[RuntimeKey, str, CheckedRuntime] | None:
+        """The input's runtime ``trainjob`` names, when the API server would refuse it."""
+        ref = runtime_ref(trainjob)
+        key = RuntimeKey(ref.kind, namespace if ref.namespaced else "", ref.name)
+        found = self._refused_runtimes.get(key) if ref.supported else None
+        return None if found is None else (key, *found)
 
     def _admit(self, obj: Mapping[str, Any], group: str, version: str, namespace: str,
                kind: str = KIND) -> dict[str, Any]:
@@ -269,6 +339,46 @@ class Checker:
         self._decisions.clear()
         answer = getattr(self._admission, endpoint)(parse_admission_review(review))
         return answer["response"], self._decisions[-1]
+
+
+def _is_runtime(obj: Mapping[str, Any]) -> bool:
+    return str(obj["apiVersion"]).rpartition("/")[0] == TRAINER_GROUP and obj["kind"] in RUNTIME_KINDS
+
+
+def _runtime_outcome(runtime: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """A runtime's own result: read for the TrainJobs (``ignored``) with what the API server
+    would prune from it, or ``denied`` with what it would refuse, as the API server says it."""
+    checked = check_runtime(runtime)
+    pruned = [_pruned(p) for p in checked.pruned]
+    if checked.valid:
+        return {"decision": "ignored", "reason": "training-runtime", "pruned": pruned}
+    lines = [messages.line(f) for f in checked.refused]
+    status = {"code": 422, "reason": "Invalid",
+              "message": f'{runtime["kind"]}.{TRAINER_GROUP} "{name}" is invalid: {"; ".join(lines)}'}
+    return {"decision": "denied", "reason": "invalid-shape", "status": status,
+            "findings": [_finding(f, Action.DENY) for f in checked.refused], "warnings": [], "skipped": [],
+            "mutations": {"applied": [], "patch": []}, "pruned": pruned}
+
+
+def _on_refused_runtime(trainjob: Mapping[str, Any], runtime: RuntimeKey, where: str,
+                        checked: CheckedRuntime) -> dict[str, Any]:
+    """A TrainJob on a runtime of the input the API server would refuse: no cluster can hold
+    that runtime, so no verdict on the TrainJob would mean anything (and upstream's webhook
+    refuses a TrainJob whose runtime does not exist). Its own type problems are still said."""
+    first, *rest = checked.refused
+    more = f" (and {plural(len(rest), 'more problem')}: see its own result)" if rest else ""
+    problem = Finding(TRAINING_RUNTIME_RULE, "spec.runtimeRef.name",
+                      f"{runtime.describe()} ({where}) would be refused by the API server: "
+                      f"{refusals_of((first,))}{more}; this TrainJob was not checked against it: fix the runtime "
+                      f"and check again", Problem.INVALID, runtime.name)
+    own = check_trainjob_shape(trainjob)
+    return {"decision": "denied", "reason": "invalid-runtime", "status": None,
+            "findings": [_finding(f, Action.DENY) for f in (*own, problem)], "warnings": [], "skipped": [],
+            "mutations": {"applied": [], "patch": []}}
+
+
+def _pruned(field: PrunedField) -> dict[str, Any]:
+    return {"path": field.path, "message": field.message, "suggestion": field.suggestion}
 
 
 def _stable(patch: list[dict[str, Any]], original: Mapping[str, Any], result: Mapping[str, Any]) -> list[dict[str, Any]]:

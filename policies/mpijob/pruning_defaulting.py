@@ -6,6 +6,8 @@ dropped and schema defaults are filled in.
 The webhook never sees a pruned field; the offline checker reads raw manifests, so it uses this
 to evaluate exactly the object the webhook would get, and to tell the author which fields would
 vanish (a top-level ``spec.cleanPodPolicy`` from the v1 API → ``spec.runPolicy.cleanPodPolicy``).
+The same walk serves any other custom resource whose CRD schema the webhook carries
+(``as_stored``: the Kubeflow Trainer runtimes ``check`` reads).
 """
 from __future__ import annotations
 
@@ -19,32 +21,53 @@ from policies.messages import closest
 from policies.mpijob.crd_type_check import mpijob_schema
 
 _HINT_DEPTH = 3  # how deep below the parent to look for a field of the same name
+MPIJOB = "a kubeflow.org/v2beta1 MPIJob"
 
 
 @dataclass(frozen=True)
 class PrunedField:
     path: str  # spec.cleanPodPolicy
     suggestion: str | None = None  # spec.runPolicy.cleanPodPolicy
+    dropped_from: str = MPIJOB  # what the API server drops it from, for the message
 
     @property
     def message(self) -> str:
         hint = f"; did you mean {self.suggestion}?" if self.suggestion else ""
-        return f"unknown field: the API server drops it from a kubeflow.org/v2beta1 MPIJob{hint}"
+        return f"unknown field: the API server drops it from {self.dropped_from}{hint}"
 
 
 def as_admitted(job: Mapping[str, Any]) -> tuple[dict[str, Any], list[PrunedField]]:
     """``job`` as the API server would store it (pruned, defaulted), and what was pruned."""
-    result = copy.deepcopy(dict(job))
+    return as_stored(job, mpijob_schema(), MPIJOB)
+
+
+def as_stored(obj: Mapping[str, Any], schema: Mapping[str, Any], described: str
+              ) -> tuple[dict[str, Any], list[PrunedField]]:
+    """``obj`` as the API server would store it under the CRD ``schema`` (pruned, defaulted),
+    and what was pruned; ``described`` names the object in the messages ("a kubeflow.org/v2beta1
+    MPIJob")."""
+    result = copy.deepcopy(dict(obj))
     pruned: list[PrunedField] = []
-    _walk(result, mpijob_schema(), "", pruned)
+    _walk(result, schema, "", _Pruned(pruned, described))
     return result, pruned
+
+
+@dataclass(frozen=True)
+class _Pruned:
+    """Where the walk records what it pruned, and how the messages name the object."""
+
+    found: list[PrunedField]
+    described: str
+
+    def add(self, path: str, suggestion: str | None) -> None:
+        self.found.append(PrunedField(path, suggestion, self.described))
 
 
 def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _walk(value: Any, schema: Mapping[str, Any], path: str, pruned: list[PrunedField]) -> None:
+def _walk(value: Any, schema: Mapping[str, Any], path: str, pruned: _Pruned) -> None:
     if isinstance(value, dict):
         _walk_object(value, schema, path, pruned)
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
@@ -52,7 +75,7 @@ def _walk(value: Any, schema: Mapping[str, Any], path: str, pruned: list[PrunedF
             _walk(item, schema["items"], f"{path}[{index}]", pruned)
 
 
-def _walk_object(value: dict[str, Any], schema: Mapping[str, Any], path: str, pruned: list[PrunedField]) -> None:
+def _walk_object(value: dict[str, Any], schema: Mapping[str, Any], path: str, pruned: _Pruned) -> None:
     properties: Mapping[str, Any] = schema.get("properties") or {}
     additional = schema.get("additionalProperties")
     keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or additional is True
@@ -70,7 +93,7 @@ def _walk_object(value: dict[str, Any], schema: Mapping[str, Any], path: str, pr
         if sub is None:
             if not keeps_unknown:
                 del value[key]
-                pruned.append(PrunedField(item_path, _suggest(key, schema, path)))
+                pruned.add(item_path, _suggest(key, schema, path))
             continue
         if item is None and not sub.get("nullable"):
             del value[key]

@@ -9,6 +9,7 @@ mismatch between ranks.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from policies.interface import Action, Finding, Problem, RuleContext
@@ -92,15 +93,30 @@ def _first_image(group: PodGroup) -> tuple[ParsedImage, ContainerRef] | None:
         return None  # already reported as invalid
 
 
+# Fewer characters than this per image and the warning no longer says which images differ
+# ("e…1" and "g…e"): the field path of an image written in another object goes first.
+_READABLE_IMAGE = 24
+
+
 def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage, source: Source) -> str:
     """Fits one warning line (``[rule] path: message``) in the API server's 256 characters,
-    shortening the two image names if it must."""
-    def text(a: str, b: str) -> str:
-        return source.said(f'launcher runs "{a}", workers run "{b}": ranks may hit an MPI ABI mismatch; '
-                           "use one image for both, pinned by digest")
+    shortening the two image names if it must. An image written in a TrainJob's runtime is
+    named with the runtime and its field path; when that path leaves too little room for the
+    names to be told apart, the runtime alone is named (the images are what the user needs)."""
+    def said_briefly(message: str) -> str:
+        return f"{source.origin}: {message}" if source.origin else message
 
-    budget = WARNING_MAX - len(f"[{rule}] {path}: ") - len(text("", ""))
-    return text(*_fit(launcher.short(), worker.short(), budget))
+    def text(a: str, b: str, said: Callable[[str], str]) -> str:
+        return said(f'launcher runs "{a}", workers run "{b}": ranks may hit an MPI ABI mismatch; '
+                    "use one image for both, pinned by digest")
+
+    names = launcher.short(), worker.short()
+    said: Callable[[str], str] = source.said
+    budget = WARNING_MAX - len(f"[{rule}] {path}: ") - len(text("", "", said))
+    if len(names[0]) + len(names[1]) > budget and budget < 2 * _READABLE_IMAGE:
+        said = said_briefly
+        budget = WARNING_MAX - len(f"[{rule}] {path}: ") - len(text("", "", said))
+    return text(*_fit(*names, budget), said)
 
 
 def _fit(a: str, b: str, budget: int) -> tuple[str, str]:

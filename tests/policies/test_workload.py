@@ -135,12 +135,22 @@ def test_images_name_the_field_they_were_written_in():
                                   f"{NODE}.containers[0].image: not a valid image reference")
 
 
-def test_a_mismatch_hint_from_the_runtime_shortens_the_image_names():
+def test_a_mismatch_hint_from_the_runtime_keeps_the_image_names_readable():
     (finding,) = run(ImageReference(), trainjob_like(image="ghcr.io/example/mpi:1",
                                                      worker_image="ghcr.io/example/" + "m" * 200 + ":2"))
-    # the long path in the runtime leaves no room: the image names shrink to the least that is left of them
-    assert finding == (f'[image-reference] {REF}: {RUNTIME}: {NODE}.containers[0].image: launcher runs "g…1", '
-                       'workers run "g…2": ranks may hit an MPI ABI mismatch; use one image for both, pinned by digest')
+    # the runtime's long field path would leave the names a few characters ("g…1", "g…2"): the
+    # runtime is named without it, and only the long name is shortened, to fit 256 characters
+    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "ghcr.io/example/mpi:1", '
+                       f'workers run "ghcr.io/example/{"m" * 10}…{"m" * 24}:2": ranks may hit an MPI ABI mismatch; '
+                       "use one image for both, pinned by digest")
+    assert len(finding) <= 256
+
+
+def test_a_mismatch_hint_from_the_runtime_with_short_names_still_fits():
+    (finding,) = run(ImageReference(), trainjob_like(image="a:1", worker_image="b:2"))
+    # even 3-character names leave no room for the runtime's field path in 256 characters
+    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "a:1", workers run "b:2": ranks may hit '
+                       "an MPI ABI mismatch; use one image for both, pinned by digest")
 
 
 def test_name_length_follows_the_views_pod_names():

@@ -18,7 +18,7 @@ from policies.registry import default_settings
 from testing.builders import mpijob
 from testing.kube_objects import limit_range, local_queue, node, resource_quota
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
-from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
+from tests.policies.trainer.trainjob_crd import trainjob_schema_errors, trainjob_v2_1_schema_errors
 from testing.app_client import webhook
 
 RUNTIMES = {
@@ -364,8 +364,7 @@ def test_the_mutated_trainjob_passes_validate_and_the_crd(shape):
     response = served.review("/mutate", trainjob_review(job))["response"]
     assert response["auditAnnotations"] == {"mutated-by": "istio-sidecar-off,kueue-queue-label,restricted-service-account"}
     patched = jsonpatch.apply_patch(job, json.loads(base64.b64decode(response["patch"])))
-    if shape == "v2.3":
-        assert trainjob_schema_errors(patched) == []
+    assert (trainjob_schema_errors if shape == "v2.3" else trainjob_v2_1_schema_errors)(patched) == []
     checked = served.review("/validate", trainjob_review(patched))["response"]
     assert checked["allowed"] is True and "warnings" not in checked
     again = served.review("/mutate", trainjob_review(patched))["response"]

@@ -38,7 +38,15 @@ GPU = "requests.nvidia.com/gpu"
 FAST = Timing(stale_after=0.5, backoff_initial=0.02, backoff_max=0.2, absent_recheck=0.2)
 
 
-def eventually(condition: Callable[[], object], timeout: float = 3.0) -> float:
+# How long a test waits for the caches to catch up (the first list, an event) before it fails.
+# The wait ends as soon as they have, so a generous bound costs nothing when they are fast; it is
+# generous because the first caches of a test process also pay the kubernetes client's one-time
+# start-up (about 2 s alone, many times that on a loaded machine). A test that asserts how fast
+# something is seen says so with its own bound (test_a_quota_update_is_seen_within_a_second).
+SETTLE = 60.0
+
+
+def eventually(condition: Callable[[], object], timeout: float = SETTLE) -> float:
     """Seconds until ``condition()`` held; fails after ``timeout``."""
     started = time.monotonic()
     while not condition():
@@ -63,7 +71,7 @@ def start_caches(api: KubeAPI, tmp_path: Path, timing: Timing = FAST) -> Cluster
 def caches(api: KubeAPI, tmp_path: Path) -> Iterator[ClusterCaches]:
     started = start_caches(api, tmp_path)
     try:
-        assert started.wait_synced(5), started.readiness()
+        assert started.wait_synced(SETTLE), started.readiness()
         yield started
     finally:
         started.stop()
@@ -208,7 +216,7 @@ def test_an_older_kueue_version_is_used_when_it_is_the_one_served(tmp_path: Path
         server.apply(local_queue("default"))
         caches = start_caches(server, tmp_path)
         try:
-            assert caches.wait_synced(5)
+            assert caches.wait_synced(SETTLE)
             assert [q["metadata"]["name"] for q in caches.local_queues("team-a")] == ["default"]
         finally:
             caches.stop()
@@ -231,7 +239,7 @@ def test_not_ready_until_listed_then_ready(api: KubeAPI, tmp_path: Path):
         assert response["allowed"] is True
         assert any("cluster checks (" in w and "not listed yet" in w for w in response["warnings"])
         api.come_back()
-        assert caches.wait_synced(5)
+        assert caches.wait_synced(SETTLE)
         status, body = _get(served, "/readyz")
         assert status == 200 and body["checks"]["cluster"]["detail"].startswith("cluster state cached: 0 resourcequotas")
     finally:
@@ -248,7 +256,7 @@ def test_a_server_process_freezes_its_heap_once_the_caches_are_listed(api: KubeA
         time.sleep(0.2)
         assert gc.get_freeze_count() == 0  # nothing listed yet: nothing worth freezing
         api.come_back()
-        assert caches.wait_synced(5)
+        assert caches.wait_synced(SETTLE)
         eventually(lambda: gc.get_freeze_count() > 0)
         cached = caches.namespace("team-a")
         assert cached is not None and not any(o is cached for o in gc.get_objects())  # frozen, not tracked
@@ -263,7 +271,7 @@ def test_a_cache_listed_again_after_its_watch_expired_is_frozen_too(api: KubeAPI
     caches = ClusterCaches(api_client(api.kubeconfig(tmp_path / "kubeconfig")), timing=FAST,
                            freeze_heap=True).start()
     try:
-        assert caches.wait_synced(5)
+        assert caches.wait_synced(SETTLE)
         eventually(lambda: gc.get_freeze_count() > 0)
         lists = api.count("/api/v1/resourcequotas", watch=False)
         api.go_down()  # the watch breaks; meanwhile a quota is created and history is compacted
@@ -309,7 +317,7 @@ def test_missing_rbac_is_named_on_readyz(api: KubeAPI, tmp_path: Path):
         expected = (False, "nodes not listed yet: HTTP 403: not allowed to list nodes (RBAC)")
         eventually(lambda: caches.readiness() == expected)  # every other kind is listed
         api.forbidden.clear()
-        assert caches.wait_synced(5)
+        assert caches.wait_synced(SETTLE)
     finally:
         caches.stop()
 

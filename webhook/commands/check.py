@@ -1,8 +1,9 @@
 """``mpijob-webhook check``: the webhook's verdict on manifests, before they reach a cluster.
 
-Exit status: 0 every MPIJob would be admitted, 1 at least one would be denied, 2 an input
-(manifest, policy or cluster-state file) could not be read. ``--output json`` prints a
-``CheckReport`` (see docs/policy.md) for CI pipelines.
+Exit status: 0 every MPIJob and TrainJob would be admitted, 1 at least one would be denied (or a
+training runtime given would be refused by the API server), 2 an input (manifest, policy or
+cluster-state file) could not be used. ``--output json`` prints a ``CheckReport`` (see
+docs/policy.md) for CI pipelines.
 """
 from __future__ import annotations
 
@@ -154,22 +155,28 @@ def _cluster(path: Path | None, namespace: str) -> Any:
     return cluster_view(objects, namespace)
 
 
+def _pruned_lines(result: dict[str, Any]) -> Iterator[str]:
+    for pruned in result.get("pruned", ()):
+        yield f"  pruned  {pruned['path']}: {pruned['message']}"
+
+
 def render_text(report: Report) -> Iterator[str]:
     for result in report.results:
         where = f"{result['source']}[{result['document']}]"
-        what = f"{result['kind']} {result['namespace']}/{result['name']}"
+        scope = "" if result["namespace"] is None else f"{result['namespace']}/"  # None: cluster-scoped
+        what = f"{result['kind']} {scope}{result['name']}"
         if result["decision"] == "ignored":
             why = "a training runtime, read for the TrainJobs" if result["reason"] == "training-runtime" \
                 else "not an MPIJob"
             yield f"{where} {result['apiVersion']} {what}: ignored ({why})"
+            yield from _pruned_lines(result)
             continue
         note = f" ({result['reason']})" if result["reason"] not in ("checked", "invalid-shape") else ""
         yield f"{where} {what}: {result['decision']}{note}"
         warned = {f["message"] for f in result["findings"] if f["action"] == "warn"}
         for finding in result["findings"]:
             yield f"  {finding['action']:<7} {finding['message']}"
-        for pruned in result["pruned"]:
-            yield f"  pruned  {pruned['path']}: {pruned['message']}"
+        yield from _pruned_lines(result)
         for warning in result["warnings"]:
             if not any(warning.startswith(w[:60]) for w in warned):
                 yield f"  warning {warning}"

@@ -23,7 +23,7 @@ from policies.trainer.own_patch import MANAGER
 from policies.trainer.trainjob_review import attach, review_trainjob
 from testing.builders import context
 from tests.policies.trainer.trainer_data import runtime, trainjob
-from tests.policies.trainer.trainjob_crd import trainjob_schema_errors
+from tests.policies.trainer.trainjob_crd import trainjob_schema_errors, trainjob_v2_1_schema_errors
 
 INJECT = "sidecar.istio.io/inject"
 QUEUE = "kueue.x-k8s.io/queue-name"
@@ -86,6 +86,7 @@ def test_v2_1_one_pod_template_override_targets_launcher_and_node():
                      "annotations": {"mpijob-webhook.kubeflow.org/patched-by": MANAGER, INJECT: "false"}},
         "spec": {"serviceAccountName": "mpi-restricted"},
     }]
+    assert trainjob_v2_1_schema_errors(patched) == []  # no field v2.1 lacks: nothing pruned from our entry
     effective = effective_job(patched, rt, ApiShape.V2_1)
     assert all(rj.pod_spec["serviceAccountName"] == "mpi-restricted" for rj in effective.jobs)
     assert all(rj.pod_template["metadata"]["labels"][INJECT] == "false" for rj in effective.jobs)
@@ -228,7 +229,9 @@ def test_the_mutation_is_idempotent_and_only_adds(case):
     before = job["spec"].get(field, [])
     assert patched["spec"].get(field, [])[:len(before)] == before  # the user's entries untouched
     assert len(patched["spec"].get(field, [])) - len(before) <= (2 if shape is ApiShape.V2_1 else 1)
-    if shape is not ApiShape.V2_1:
+    if shape is ApiShape.V2_1:
+        assert trainjob_v2_1_schema_errors(patched) == []
+    else:
         assert trainjob_schema_errors(patched) == []
     # every pod now has what the policy asks, except what the user set and the policy keeps
     before_jobs = {rj.name: rj for rj in effective_job(job, rt, shape).jobs}
