@@ -146,11 +146,11 @@ class Generators:
 
     def run(self, port: int, ca_file: str, requests: list[tuple[str, bytes]], connections: int,
             seconds: float, warmup: float, counter: Callable[[], float] | None = None,
-            at_least_one: bool = False) -> tuple[Result, float]:
+            at_least_one: bool = False, lead: float = 0.1) -> tuple[Result, float]:
         """``connections`` clients spread over the processes: their merged result, and how much
         ``counter`` (e.g. the server's CPU seconds) grew over the measured window."""
         shares = [connections // self.count + (i < connections % self.count) for i in range(self.count)]
-        start_at = time.time() + 0.1  # every process has received its job by then
+        start_at = time.time() + lead  # every process has received its job by then
         busy = []
         for process, share in zip(self._processes, shares):
             if share:

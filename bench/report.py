@@ -62,17 +62,47 @@ class Comparison:
     # Each pair of windows' own ratios (see ``Bench.compare``); the ratios above pool them all.
     pair_ratios: tuple[float, ...] = ()
     pair_p99_ratios: tuple[float, ...] = ()
+    # ``bench run --baseline-tree``: another revision's server, in the same pairs of windows
+    # against the same floor; its ratios to the floor, pooled and per pair, as ours.
+    baseline: Stats | None = None
+    baseline_note: str = ""
+    baseline_pair_ratios: tuple[float, ...] = ()
+    baseline_pair_p99_ratios: tuple[float, ...] = ()
+    # and to its own floor (that tree's server stack), the ratio its own run would report
+    baseline_floor: Stats | None = None
+    baseline_own_pair_ratios: tuple[float, ...] = ()
 
     @property
     def throughput_ratio(self) -> float:
-        return self.ours.throughput / self.floor.throughput if self.floor.throughput else math.nan
+        return _ratio(self.ours.throughput, self.floor.throughput)
 
     @property
     def p99_ratio(self) -> float:
-        return self.ours.p99_ms / self.floor.p99_ms if self.floor.p99_ms else math.nan
+        return _ratio(self.ours.p99_ms, self.floor.p99_ms)
+
+    @property
+    def baseline_throughput_ratio(self) -> float:
+        return _ratio(self.baseline.throughput, self.floor.throughput) if self.baseline else math.nan
+
+    @property
+    def baseline_p99_ratio(self) -> float:
+        return _ratio(self.baseline.p99_ms, self.floor.p99_ms) if self.baseline else math.nan
+
+    @property
+    def baseline_own_ratio(self) -> float:
+        return _ratio(self.baseline.throughput, self.baseline_floor.throughput) \
+            if self.baseline and self.baseline_floor else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "throughput_ratio": self.throughput_ratio, "p99_ratio": self.p99_ratio}
+        ratios = {"throughput_ratio": self.throughput_ratio, "p99_ratio": self.p99_ratio}
+        if self.baseline is not None:
+            ratios.update(baseline_throughput_ratio=self.baseline_throughput_ratio,
+                          baseline_p99_ratio=self.baseline_p99_ratio, baseline_own_ratio=self.baseline_own_ratio)
+        return {**asdict(self), **ratios}
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole else math.nan
 
 
 @dataclass
@@ -123,6 +153,22 @@ def _comparisons(comparisons: Sequence[Comparison]) -> str:
     return _table(header, rows)
 
 
+def _baselines(comparisons: Sequence[Comparison]) -> str:
+    """Ours and the baseline, each as a ratio to the floor of the same pairs of windows."""
+    header = ["endpoint", "payload", "conc.", "floor req/s", "ratio", "ratio per pair", "baseline ratio",
+              "baseline ratio per pair", "p99 ratio", "baseline p99 ratio", "CPU ms/req", "baseline CPU ms/req",
+              "its floor req/s", "baseline / its floor", "per pair", "floor CPU ms/req", "its floor CPU ms/req"]
+    nothing = math.nan
+    rows = [[c.endpoint, c.payload, c.concurrency, c.floor.throughput, c.throughput_ratio, _spread(c.pair_ratios),
+             c.baseline_throughput_ratio, _spread(c.baseline_pair_ratios), c.p99_ratio, c.baseline_p99_ratio,
+             c.ours.server_cpu_ms, c.baseline.server_cpu_ms if c.baseline else nothing,
+             c.baseline_floor.throughput if c.baseline_floor else nothing, c.baseline_own_ratio,
+             _spread(c.baseline_own_pair_ratios), c.floor.server_cpu_ms,
+             c.baseline_floor.server_cpu_ms if c.baseline_floor else nothing]
+            for c in comparisons]
+    return _table(header, rows)
+
+
 def _spread(ratios: Sequence[float]) -> str:
     """The lowest and highest of the pairs' ratios: how far apart single windows land."""
     if not ratios:
@@ -151,6 +197,10 @@ def render(report: Report) -> str:
     if report.main:
         out.append("\n## ours vs the floor (same gunicorn, TLS, Flask; the uid answered, no policy work)\n")
         out.append(_comparisons(report.main))
+        if any(c.baseline for c in report.main):
+            out.append(f"\n## ours vs the baseline ({s.get('baseline')}): each against our floor, "
+                       f"and the baseline against its own\n")
+            out.append(_baselines(report.main))
     if report.payloads:
         out.append("\n## per payload\n")
         out.append(_comparisons(report.payloads))

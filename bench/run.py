@@ -17,14 +17,15 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import payloads as bodies
 from bench.cluster import Cluster, Counts
@@ -55,19 +56,32 @@ class Plan:
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
     concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
     at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
-    servers_at_once: bool = False  # start the floor and every server of ours side by side (timings of start-up mean nothing then)
+    # Start the floor and every server of ours side by side, unpinned, and pin them once they are
+    # ready: starting them takes every CPU (timings of start-up mean nothing then).
+    servers_at_once: bool = False
+    settle_seconds: float = 1.0  # how long the API server's counts must stay still after servers start
+    lead: float = 0.1  # seconds between handing out a window's jobs and the window's start (bench.load)
 
 
+# The rules table's last row, every rule, is what the main server serves: measured on it.
+EVERY_RULE = len(registry.RULES)
 FULL = Plan(seconds=5.0, warmup=1.0, namespaces=(1, 1_000, 10_000), worker_counts=(2, 100),
-            rule_counts=(0, 10, 14), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
+            rule_counts=(0, 10, EVERY_RULE), layouts=((1, 4), (1, 8), (1, 16), (2, 4), (2, 8)), payloads_per_endpoint=None)
 # Every table, with the fewest rows that keep each code path working.
-QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, 14),
+QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=2)
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
-# one with no rules) and one cluster, whose size is the only namespaces row. The numbers mean nothing.
-SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, 14),
+# one with no rules) and one cluster, whose size is the only namespaces row; the waits around
+# start-up and windows cut short. The numbers mean nothing.
+SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
-             servers_at_once=True)
+             servers_at_once=True, settle_seconds=0.3, lead=0.02)
+
+
+def describe_tree(tree: Path) -> str:
+    """The tree's path, and its commit when it is a git checkout."""
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %cs"], capture_output=True, text=True)
+    return f"{tree} at {done.stdout.strip()}" if done.returncode == 0 and done.stdout.strip() else str(tree)
 
 
 def machine() -> dict[str, Any]:
@@ -94,8 +108,9 @@ def wait_for_idle(minutes: float) -> tuple[float, float]:
 
 class Bench:
     def __init__(self, plan: Plan, workdir: Path, *, workers: int, threads: int, pin: bool,
-                 generators: int | None, log: Callable[[str], None]) -> None:
+                 generators: int | None, log: Callable[[str], None], baseline_tree: Path | None = None) -> None:
         self.plan = plan
+        self.baseline_tree = baseline_tree
         self.workdir = workdir
         self.workers, self.threads = workers, threads
         self.log = log
@@ -132,11 +147,26 @@ class Bench:
             "--workers", str(workers or self.workers), "--threads", str(threads or self.threads),
         ], self.workdir, self.tls.ca_file, self.server_cpus)
 
+    def baseline(self, cluster: Cluster) -> Baseline:
+        """Another checkout's ``serve`` and floor, started as that tree starts them: its own
+        modules, its own example policy, and ``--health-port`` only if its serve has the flag."""
+        tree = self.baseline_tree
+        assert tree is not None
+        health_port = serves_health_port(tree)
+        layout = ["--workers", str(self.workers), "--threads", str(self.threads)]
+        server = ServerProcess("baseline", [
+            "webhook", "serve", *self._tls_args(), "--policy-file", str(tree / "examples" / "policy.yaml"),
+            "--kubeconfig", str(cluster.kubeconfig), *layout,
+        ], self.workdir, self.tls.ca_file, self.server_cpus, tree=tree, health_port=health_port)
+        floor = ServerProcess("baseline-floor", ["bench.floor", *self._tls_args(), *layout], self.workdir,
+                              self.tls.ca_file, self.server_cpus, tree=tree, health_port=health_port)
+        return Baseline(server, floor)
+
     def cluster(self, namespaces: int) -> Cluster:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
 
     @staticmethod
-    def settle(cluster: Cluster, before: Counts, seconds: float = 1.0, timeout: float = 60.0) -> int:
+    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0) -> int:
         """Waits until a server started after ``before`` has opened all its watches (/readyz is
         ready once every kind is listed; each watch starts just after): the watches it opened.
         Counted as requests, not as open streams: the API server notices a stopped server's
@@ -164,7 +194,7 @@ class Bench:
         before = cluster.counts() if cluster else None
         result, cpu = self.generators.run(server.port, str(server.ca_file), [(p.path, p.body) for p in load],
                                           concurrency, self.plan.seconds, self.plan.warmup, server.cpu_seconds,
-                                          self.plan.at_least_one)
+                                          self.plan.at_least_one, self.plan.lead)
         api_reads = None
         if cluster and before:
             after = cluster.counts()
@@ -178,28 +208,74 @@ class Bench:
         return result, cpu, api_reads
 
     def compare(self, ours: ServerProcess, floor: ServerProcess, cluster: Cluster, endpoint: str,
-                payload: str, load: list[Payload], concurrency: int) -> Comparison:
-        """The floor and ours in ``plan.pairs`` pairs of windows, back to back, the order
-        alternating (floor first, then ours first, ...), so that a change in the machine's speed
-        during the comparison hits both alike. Each side's windows are pooled (all their
+                payload: str, load: list[Payload], concurrency: int,
+                baseline: Baseline | None = None) -> Comparison:
+        """The floor and ours (and the baseline and its floor, if given) in ``plan.pairs`` pairs of windows,
+        back to back, the order alternating (``turns``), so that a change in the machine's speed
+        during the comparison hits every side alike. Each side's windows are pooled (all their
         latencies, all their requests over all their seconds); each pair's own ratios are kept,
         to show how far one window can be trusted."""
-        windows: dict[str, list[tuple[Result, float, int | None]]] = {"floor": [], "ours": []}
+        sides = [("floor", floor, None), ("ours", ours, cluster),
+                 *([("baseline", baseline.server, None), ("baseline floor", baseline.floor, None)] if baseline else [])]
+        windows: dict[str, list[tuple[Result, float, int | None]]] = {side: [] for side, _, _ in sides}
         for pair in range(self.plan.pairs):
-            turns = [("floor", floor, None), ("ours", ours, cluster)]
-            for side, server, counted in turns if pair % 2 == 0 else turns[::-1]:
+            for side, server, counted in turns(pair, sides):
                 windows[side].append(self._window(server, load, concurrency, counted))
-        pairs = tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
-                      for mine, theirs in zip(windows["ours"], windows["floor"]))
+
+        def per_pair(side: str, floor_side: str = "floor") -> tuple[Comparison, ...]:
+            return tuple(Comparison(endpoint, payload, concurrency, Stats.of(*mine), Stats.of(*theirs))
+                         for mine, theirs in zip(windows[side], windows[floor_side]))
+
+        pairs = per_pair("ours")
         comparison = Comparison(endpoint, payload, concurrency, pooled(windows["ours"]), pooled(windows["floor"]),
                                 describe(ours, load), pair_ratios=tuple(p.throughput_ratio for p in pairs),
                                 pair_p99_ratios=tuple(p.p99_ratio for p in pairs))
         ours_stats, floor_stats = comparison.ours, comparison.floor
-        self.log(f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
-                 f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
-                 f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
-                 f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
+        line = (f"{endpoint:9} {payload:28} c={concurrency:<2} {ours_stats.throughput:7.0f} req/s "
+                f"(floor {floor_stats.throughput:6.0f}, {comparison.throughput_ratio:4.0%}); p99 "
+                f"{ours_stats.p99_ms:6.2f} ms (floor {floor_stats.p99_ms:6.2f}, {comparison.p99_ratio:4.2f}x); "
+                f"pairs {' '.join(f'{r:.0%}' for r in comparison.pair_ratios)}")
+        if baseline is not None:
+            theirs, own = per_pair("baseline"), per_pair("baseline", "baseline floor")
+            comparison.baseline, comparison.baseline_note = pooled(windows["baseline"]), describe(baseline.server, load)
+            comparison.baseline_floor = pooled(windows["baseline floor"])
+            comparison.baseline_pair_ratios = tuple(p.throughput_ratio for p in theirs)
+            comparison.baseline_pair_p99_ratios = tuple(p.p99_ratio for p in theirs)
+            comparison.baseline_own_pair_ratios = tuple(p.throughput_ratio for p in own)
+            line += (f"; baseline {comparison.baseline_throughput_ratio:4.0%}, p99 "
+                     f"{comparison.baseline_p99_ratio:4.2f}x, pairs "
+                     f"{' '.join(f'{r:.0%}' for r in comparison.baseline_pair_ratios)}; to its own floor "
+                     f"{comparison.baseline_own_ratio:4.0%}")
+        self.log(line)
         return comparison
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """``--baseline-tree``: that tree's server, and its own floor (its server stack may differ
+    from ours: the ratio it reported then is to its floor)."""
+
+    server: ServerProcess
+    floor: ServerProcess
+
+
+_Side = TypeVar("_Side")
+
+
+def turns(pair: int, sides: Sequence[_Side]) -> list[_Side]:
+    """The order of one pair's windows: as given in even pairs, reversed in odd ones, so that over
+    two pairs every side is measured as often before as after each other side."""
+    return list(sides) if pair % 2 == 0 else list(sides)[::-1]
+
+
+def serves_health_port(tree: Path) -> bool:
+    """Whether the ``serve`` of the source tree at ``tree`` has ``--health-port`` (older ones
+    answer /readyz on the TLS port only), asked of that tree's own command line."""
+    done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--help"], cwd=tree, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tree)})
+    if done.returncode != 0:
+        raise RuntimeError(f"{tree}: python3 -m webhook serve --help failed:\n{done.stderr[-2000:]}")
+    return "--health-port" in done.stdout
 
 
 def pooled(windows: list[tuple[Result, float, int | None]]) -> Stats:
@@ -285,13 +361,14 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         started, before = time.monotonic(), cluster.counts()
         ours = bench.ours(cluster)
         spawned = [ours, *variants.values(), *([floor] if plan.servers_at_once else [])]
-        servers += [server.spawn() for server in spawned]
+        servers += [server.spawn(pinned=not plan.servers_at_once) for server in spawned]
         ours.wait_until_ready()
         sync_seconds = time.monotonic() - started
         for server in spawned:
             server.wait_until_ready()
+            server.pin()
         # The watches one replica opens: every server of ours started here opens the same kinds.
-        watches = bench.settle(cluster, before) // (1 + len(variants))
+        watches = bench.settle(cluster, before, plan.settle_seconds) // (1 + len(variants))
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -301,9 +378,17 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             "/convert": ("single-object reviews", bodies.single_conversions(target)),
         }
         upstream = {endpoint: [p for p in load if p.name != "large-job"] for endpoint, (_, load) in loads.items()}
+        baseline = None
+        if bench.baseline_tree is not None and "main" in tables:
+            baseline = bench.baseline(cluster)
+            servers += [baseline.server.spawn(), baseline.floor.spawn()]
+            for server in (baseline.server, baseline.floor):
+                server.wait_until_ready()
+            bench.log(f"baseline ({bench.baseline_tree}) and its floor ready")
         for endpoint, (label, _) in loads.items() if "main" in tables else ():
             for concurrency in plan.concurrency:
-                report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency))
+                report.main.append(bench.compare(ours, floor, cluster, endpoint, label, upstream[endpoint], concurrency,
+                                                 baseline))
 
         if "payloads" in tables:
             for endpoint in ("/validate", "/mutate"):
@@ -344,7 +429,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                 continue
             before = cluster.counts()
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
-                bench.settle(cluster, before)
+                bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
                 stats = bench.measure(variant, main_load, 8, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
@@ -353,7 +438,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         for workers, threads in plan.layouts if "layouts" in tables else ():
             before = cluster.counts()
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
-                opened = bench.settle(cluster, before)
+                opened = bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
                 c8 = bench.measure(variant, main_load, 8, cluster)
                 c32 = bench.measure(variant, main_load, 32, cluster)
@@ -383,7 +468,7 @@ def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:
         started, before = time.monotonic(), cluster.counts()
         with bench.ours(cluster, name=f"namespaces-{size}") as ours:
             sync_seconds = time.monotonic() - started
-            watches = bench.settle(cluster, before)
+            watches = bench.settle(cluster, before, bench.plan.settle_seconds)
             load = [p for p in bodies.admission_payloads("/validate", cluster.target) if p.name != "large-job"]
             return namespace_row(bench, ours, cluster, load, size, sync_seconds, watches)
 
@@ -406,7 +491,7 @@ def bench_context(plan: Plan, args: argparse.Namespace, log: Callable[[str], Non
             args.logs.mkdir(parents=True, exist_ok=True)
             workdir = args.logs
         bench = Bench(plan, workdir, workers=args.workers, threads=args.threads, pin=args.pin,
-                      generators=args.generators, log=log)
+                      generators=args.generators, log=log, baseline_tree=args.baseline_tree)
         try:
             yield bench
         finally:
@@ -432,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"first wait up to this long for the 1-minute load average to drop below {IDLE_LOAD}")
     parser.add_argument("--only", nargs="+", choices=TABLES, default=TABLES, metavar="TABLE",
                         help=f"run only these tables ({', '.join(TABLES)}); the replica line is always there")
+    parser.add_argument("--baseline-tree", type=Path, metavar="DIR",
+                        help="with --only main: also measure the server of the source tree in DIR (a checkout of "
+                             "another revision, e.g. `git archive REV | tar -x -C DIR`) in the same pairs of windows "
+                             "against the same floor, and print both ratios")
     parser.add_argument("--json", type=Path, help="also write every number to this file")
     parser.add_argument("--logs", type=Path, metavar="DIR", help="keep the servers' logs (and certificates) here")
     parser.add_argument("--quiet", action="store_true", help="only the tables")
@@ -445,6 +534,12 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(**{**asdict(plan), "pairs": args.pairs})
     if args.namespaces:
         plan = Plan(**{**asdict(plan), "namespaces": tuple(sorted(args.namespaces))})
+    if args.baseline_tree is not None:
+        if list(args.only) != ["main"]:
+            parser.error("--baseline-tree compares the main table only: add --only main")
+        if not (args.baseline_tree / "webhook" / "commands" / "serve.py").is_file():
+            parser.error(f"--baseline-tree {args.baseline_tree}: not a checkout of this project (no webhook/commands/serve.py)")
+        args.baseline_tree = args.baseline_tree.resolve()
 
     def log(line: str) -> None:
         if not args.quiet:
@@ -461,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
                            "client_cpus": sorted(bench.client_cpus) if bench.client_cpus else "any",
                            "generators": bench.generators.count, "seconds": plan.seconds, "warmup": plan.warmup,
                            "pairs": plan.pairs,
-                           "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT))}
+                           "namespaces": plan.namespaces[-1], "policy": str(POLICY_FILE.relative_to(ROOT)),
+                           **({"baseline": describe_tree(args.baseline_tree)} if args.baseline_tree else {})}
         run(plan, bench, report, args.only)
     report.machine["load_after"] = round(os.getloadavg()[0], 2)
     print(render(report), flush=True)

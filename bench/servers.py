@@ -31,15 +31,18 @@ class ServerProcess:
     """One server (``serve``, the floor, or a variant) on a free port on 127.0.0.1."""
 
     def __init__(self, name: str, module_args: list[str], workdir: Path, ca_file: Path,
-                 cpus: set[int] | None = None) -> None:
+                 cpus: set[int] | None = None, *, tree: Path = ROOT, health_port: bool = True) -> None:
+        """``tree``: the source tree whose modules the server runs (another checkout: its modules
+        come first on the path); ``health_port=False`` for a server without ``--health-port``."""
         self.name = name
         self.port = free_port()
         self.health_port = free_port()  # plain HTTP: /healthz, /readyz, /metrics
         self.ca_file = ca_file
         self.log = workdir / f"{name}.log"
         self._cpus = cpus
+        self._tree = tree
         self._args = [sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port),
-                      "--health-port", str(self.health_port)]
+                      *(("--health-port", str(self.health_port)) if health_port else ())]
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, ready_path: str = "/readyz") -> ServerProcess:
@@ -47,15 +50,17 @@ class ServerProcess:
         self.wait_until_ready(ready_path)
         return self
 
-    def spawn(self) -> ServerProcess:
+    def spawn(self, *, pinned: bool = True) -> ServerProcess:
         """The process started, not waited for: servers spawned one after the other start
-        side by side (``wait_until_ready`` each before use)."""
-        cpus = self._cpus
+        side by side (``wait_until_ready`` each before use). ``pinned=False``: on any CPU until
+        ``pin``."""
+        cpus = self._cpus if pinned else None
         with self.log.open("wb") as sink:  # the audit log and the server's own lines
             self.process = subprocess.Popen(
-                self._args, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                self._args, cwd=self._tree, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1",
+                     **({"PYTHONPATH": str(self._tree)} if self._tree != ROOT else {})},
             )
         return self
 
@@ -74,6 +79,22 @@ class ServerProcess:
                     break
             time.sleep(0.1)
         raise RuntimeError(f"{self.name} did not answer {path} with 200:\n{self.output()[-4000:]}")
+
+    def pin(self) -> None:
+        """Every thread of the master and of its workers moved to the server's CPUs. Threads and
+        workers started later inherit it from the thread that starts them, which is moved too."""
+        if not self._cpus or self.process is None:
+            return
+        for pid in (self.process.pid, *self.workers()):
+            try:
+                threads = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue  # a worker that has just exited
+            for thread in threads:
+                try:
+                    os.sched_setaffinity(int(thread), self._cpus)
+                except OSError:
+                    continue
 
     def get(self, path: str) -> int:
         context = ssl.create_default_context(cafile=str(self.ca_file))

@@ -44,7 +44,7 @@ def test_smoke_run_reports_every_table(tmp_path: Path) -> None:
 
     assert [row["label"] for row in report["namespaces"]] == ["5"]  # the main server only: no second cluster
     assert [row["label"] for row in report["worker_counts"]] == ["2 workers", "100 workers"]
-    assert [row["label"] for row in report["rules"]] == ["0", "14"]
+    assert [row["label"] for row in report["rules"]] == ["0", str(len(registry.RULES))]  # none, and every rule
     for row in report["namespaces"] + report["worker_counts"] + report["rules"]:
         assert _finite(row["stats"]["throughput"]) and row["stats"]["throughput"] > 0, row
         assert _finite(row["stats"]["p99_ms"]), row
@@ -108,9 +108,12 @@ def test_parts_says_what_switching_off_each_part_saves(capsys: pytest.CaptureFix
     assert main(["profile", "--mode", "parts", "--requests", "5", "--rounds", "1"]) == 0
     stdout = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line for line in stdout.splitlines() if line.startswith("| ")}
+    from bench.parts import WORKLOAD_BUILT_AHEAD
+
     expected = {"the audit log and metrics", "every rule", "every mutation", "the cluster-aware rules together",
                 "the spec-only rules together", "the nesting guard on the body", "the shape check",
-                "the shape check of the fields mutations touch", *(f"rule {r.id}" for r in registry.RULES),
+                "the shape check of the fields mutations touch", WORKLOAD_BUILT_AHEAD,
+                *(f"rule {r.id}" for r in registry.RULES),
                 *(f"mutation {m.id}" for m in registry.MUTATIONS)}
     assert set(rows) - {"switched off"} == expected
     headings = [line for line in stdout.splitlines() if line.startswith("## ")]
@@ -121,14 +124,19 @@ def test_parts_says_what_switching_off_each_part_saves(capsys: pytest.CaptureFix
 
 
 def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
-    from bench.parts import variants
+    from bench.parts import WORKLOAD_BUILT_AHEAD, variants
     from bench.profile import app_client, cluster_view
 
     from policies import engine
+    from policies.mpijob import workload_builder
+    from policies.workload import workload_of
     from webhook import review
 
     admission = app_client(cluster_view()[0]).application.extensions["mpijob-webhook"].admission
-    checks = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape)
+    checks = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape,
+              workload_builder.mpijob_workload)
+    job = {"metadata": {"name": "pi"}, "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2}}}}
+    assert workload_of(job, "a") is not workload_of(dict(job), "a")
     served = (admission.rules, admission.mutations, list(admission.observers), checks)
     malformed = {"spec": {"slotsPerWorker": "two"}}
     assert review._nested_deeper_than(b"[[[]]]", 1) and engine.check_shape(malformed)
@@ -144,6 +152,10 @@ def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
                 assert engine.check_shape(malformed) == [], name
             elif name == "the shape check of the fields mutations touch":
                 assert engine.check_mutation_shape({"spec": []}, registry.MUTATIONS) == [], name
+            elif name == WORKLOAD_BUILT_AHEAD:  # built once, handed out again for the same name
+                view = workload_of(job, "a")
+                assert workload_of(dict(job), "a") is view and view.workers.pods == 2, name
+                assert workload_of(job, "b") is not view and workload_of({"metadata": {"name": "pj"}}, "a") is not view
             elif name.startswith(("rule ", "mutation ")):
                 part_id = name.split(" ", 1)[1]
                 assert [p.id for p in parts] == [p.id for p in every if p.id != part_id], name
@@ -152,7 +164,8 @@ def test_each_part_is_switched_off_for_its_round_and_back_on_after_it() -> None:
             elif name:
                 assert len(parts) < len(every), name
             switch_back()
-            now = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape)
+            now = (review._nested_deeper_than, engine.check_shape, engine.check_mutation_shape,
+                   workload_builder.mpijob_workload)
             assert (admission.rules, admission.mutations, list(admission.observers), now) == served, name
 
 
