@@ -16,6 +16,8 @@ from typing import Any
 from policies.conversion import SERVED_VERSIONS
 from policies.mpijob.reading import HUB_API_VERSION
 from policies.mpijob.pruning_defaulting import as_admitted
+from policies.trainer.api import detect_shape
+from policies.trainer.effective_job import effective_job
 from testing.builders import mpijob
 from testing.reference_data import CAPTURED, TRAINER, UPSTREAM, load_yaml_documents
 
@@ -199,3 +201,29 @@ def trainjob_review(endpoint: str, job: Mapping[str, Any], namespace: str) -> di
 def trainjob_payloads(endpoint: str, namespace: str) -> list[Payload]:
     return [Payload(name, endpoint, _encode(trainjob_review(endpoint, job, namespace)))
             for name, job in trainjobs().items()]
+
+
+def mpijob_twins() -> dict[str, dict[str, Any]]:
+    """For each TrainJob payload, the MPIJob that runs the same pods: the effective job's launcher
+    and node pod templates as its Launcher and Worker templates, with the same counts and slots.
+    A TrainJob review minus its twin's is what the Trainer API itself costs (finding the runtime,
+    working out the effective job, reading the result in the TrainJob's terms)."""
+    runtimes = {rt["metadata"]["name"]: rt for rt in trainer_runtimes()}
+    twins = {}
+    for name, job in trainjobs().items():
+        effective = effective_job(job, runtimes[job["spec"]["runtimeRef"]["name"]], detect_shape(job))
+        launcher, node = effective.launcher, effective.node
+        assert launcher is not None and node is not None, f"{name}: not an MPI runtime's job"
+        twin = mpijob(str(job["metadata"]["name"]), workers=node.pods, slots=effective.slots,
+                      mpiImplementation=effective.mpi_implementation, runLauncherAsWorker=effective.run_launcher_as_node,
+                      sshAuthMountPath=effective.ssh_auth_mount_path)
+        replicas = twin["spec"]["mpiReplicaSpecs"]
+        replicas["Launcher"]["template"] = json.loads(json.dumps(launcher.pod_template))
+        replicas["Worker"]["template"] = json.loads(json.dumps(node.pod_template))
+        twins[f"mpijob-twin-of-{name}"] = twin
+    return twins
+
+
+def mpijob_twin_payloads(endpoint: str, namespace: str) -> list[Payload]:
+    return [Payload(name, endpoint, _encode(admission_review(endpoint, job, namespace)))
+            for name, job in mpijob_twins().items()]

@@ -67,8 +67,9 @@ def payloads_for(endpoint: str, namespace: str, name: str | None) -> list[Payloa
         found = bodies.single_conversions(namespace) + [bodies.relist_conversion(namespace)]
         default = [p for p in found if p.objects == 1]
     else:
-        found = bodies.admission_payloads(endpoint, namespace) + bodies.trainjob_payloads(endpoint, namespace)
-        default = [p for p in found if p.name != "large-job" and not p.name.startswith("trainjob-")]
+        found = bodies.admission_payloads(endpoint, namespace) + bodies.trainjob_payloads(endpoint, namespace) + \
+            bodies.mpijob_twin_payloads(endpoint, namespace)
+        default = [p for p in found if p.name != "large-job" and not p.name.startswith(("trainjob-", "mpijob-twin-"))]
     if name is None:
         return default
     chosen = [p for p in found if p.name == name]

@@ -249,9 +249,10 @@ _ABSENT = object()
 
 
 def map_diff(src: Mapping[str, Any], dst: Mapping[str, Any], pointer: str = "") -> list[dict[str, Any]] | None:
-    """The patch make_patch computes, in path order, for the usual mutation: keys added to maps
-    and scalars replaced, nothing removed, no list edited. None for anything else (a removal can
-    pair with an addition into a ``move``; lists are diffed by index), which is left to jsonpatch.
+    """The patch make_patch computes, in path order, for the usual mutation: keys added to maps,
+    scalars replaced and items appended to lists (``_appended``), nothing removed, no list item
+    edited. None for anything else (a removal can pair with an addition into a ``move``; lists are
+    matched up item by item), which is left to jsonpatch.
 
     The working copy shares every subtree the mutations left alone with the request, so those are
     skipped by identity without being compared: the walk costs what the mutations copied, not what
@@ -285,11 +286,24 @@ def _diff_maps(src: Mapping[str, Any], dst: Mapping[str, Any], pointer: str, ops
         elif isinstance(value, dict) and isinstance(other, dict):
             if not _diff_maps(value, other, path, ops):
                 return False
+        elif isinstance(value, list) and isinstance(other, list):
+            if not _appended(value, other, path, ops):
+                return False
         elif isinstance(value, (dict, list)) or isinstance(other, (dict, list)):
             return False
         else:
             ops.append({"op": "replace", "path": path, "value": other})
     return len(dst) - added == len(src)  # else a key was removed
+
+
+def _appended(src: list[Any], dst: list[Any], pointer: str, ops: list[dict[str, Any]]) -> bool:
+    """Items appended to a list whose other items are the request's very objects (a TrainJob's
+    own patch entry added after the user's and Kueue's): jsonpatch's diff matches the common
+    start first, so it adds the new items at their indices, in order. False for any other edit."""
+    if len(dst) <= len(src) or any(old is not new for old, new in zip(src, dst)):
+        return False
+    ops.extend({"op": "add", "path": f"{pointer}/{index}", "value": dst[index]} for index in range(len(src), len(dst)))
+    return True
 
 
 def _escape(key: str) -> str:

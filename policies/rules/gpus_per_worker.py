@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from policies.interface import Action, Finding, Problem, RuleContext
@@ -169,10 +170,14 @@ def _is_device(resource: str) -> bool:
 
 def _gpus_counted(container: ContainerResources) -> ContainerResources | None:
     """What a container is counted for here: its GPUs, each by its limit where it has one, else
-    its request (pod totals are per resource: the other resources change nothing). None for a
-    container without GPUs, which changes neither the pod's totals nor its peak while init
-    containers run (that of a sidecar before it, or none)."""
-    counted = {r: v for r, v in {**container.requests, **container.limits}.items() if is_gpu(r)}
+    its request (pod totals are per resource: the other resources change nothing). An amount
+    that is not a whole number of 0 or more counts 0: it is reported on its own, and counted at
+    face value it made totals no pod can have (asked 16 of "at most 16", from 15.5 + 1) and
+    peaks blamed on init containers that ask for nothing. None for a container without GPUs,
+    which changes neither the pod's totals nor its peak while init containers run (that of a
+    sidecar before it, or none)."""
+    counted = {r: (v if v >= 0 and v == v.to_integral_value() else Decimal(0))
+               for r, v in {**container.requests, **container.limits}.items() if is_gpu(r)}
     if not counted:
         return None
     return ContainerResources(container.path, container.name, counted, container.limits,

@@ -4,6 +4,8 @@
 - ``type_check``: the types of the TrainJob fields the webhook reads, checked first;
 - ``strategic_merge``: the Kubernetes strategic merge the controller patches templates with;
 - ``effective_job``: the job the Trainer controller will build from a TrainJob and its runtime;
+- ``effective_job_memo``: effective jobs remembered per runtime and TrainJob spec, shared frozen;
+- ``read_only``: read-only copies of JSON maps and lists (what the memo hands out);
 - ``trainjob_workload``: the MPI workload view of it, which the workload rules read;
 - ``trainjob_review``: a request's runtime, shape and effective job, handed to rules and mutations;
 - ``own_patch``: the one patch entry the mutations write into.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 from policies.kube.quantities import quantity_or_none
@@ -53,6 +53,9 @@ from policies.trainer.api import (
 )
 
 RUNTIME_JOBS = "spec.template.spec.replicatedJobs"
+# Every field of the TrainJob's spec that ``effective_job`` reads, and nothing else of the
+# TrainJob: a memo of effective jobs keys on them (tests/policies/trainer check the list).
+SPEC_INPUTS = ("runtimeRef", "trainer", "runtimePatches", "podTemplateOverrides")
 RESOURCES_PER_NODE = "spec.trainer.resourcesPerNode"
 
 
@@ -64,7 +67,9 @@ class Written:
     in_runtime: bool = False
 
 
-@dataclass(slots=True)
+# Frozen, with read-only maps once memoised (policies.trainer.effective_job_memo): one effective
+# job is read by every request about the same TrainJob spec and runtime.
+@dataclass(frozen=True, slots=True)
 class EffectiveContainer:
     container: Mapping[str, Any]  # as the pods run it
     written: Written  # the container itself
@@ -77,7 +82,7 @@ class EffectiveContainer:
         return str(self.container.get("name") or "")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EffectiveReplicatedJob:
     name: str
     ancestor: str | None
@@ -101,7 +106,7 @@ class EffectiveReplicatedJob:
         return mapping(self.pod_template, "spec")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EffectiveJob:
     shape: ApiShape
     runtime: RuntimeRef
@@ -329,10 +334,10 @@ def _node_count(jobs: list[EffectiveReplicatedJob], job_trainer: Obj,
     num_nodes = job_trainer.get("numNodes")
     if not _is_int(num_nodes):
         return jobs
-    for job in jobs:
+    for index, job in enumerate(jobs):
         if job.name == NODE:
-            job.count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
-            job.count_written, job.count_explicit = Written("spec.trainer.numNodes"), True
+            jobs[index] = replace(job, count=max(num_nodes - 1, 1) if launcher_as_node else num_nodes,
+                                  count_written=Written("spec.trainer.numNodes"), count_explicit=True)
             break
     return jobs
 

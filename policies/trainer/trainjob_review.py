@@ -19,7 +19,8 @@ from policies.trainer.api import (
     mpi_policy,
     runtime_ref,
 )
-from policies.trainer.effective_job import EffectiveJob, effective_job
+from policies.trainer.effective_job import EffectiveJob
+from policies.trainer.effective_job_memo import memoised_effective_job
 
 if TYPE_CHECKING:
     from policies.interface import RuleContext
@@ -88,8 +89,8 @@ def review_trainjob(trainjob: Obj, namespace: str, cluster: ClusterView, *, pinn
     ref = runtime_ref(trainjob)
     runtime = cluster.training_runtime(ref.kind, namespace, ref.name) if ref.supported and ref.name else None
     shape = detect_shape(trainjob, pinned_shape, old_trainjob)
-    effective = effective_job(trainjob, runtime, shape) if runtime is not None and mpi_policy(runtime) is not None \
-        else None
+    effective = memoised_effective_job(trainjob, runtime, shape) \
+        if runtime is not None and mpi_policy(runtime) is not None else None
     return TrainJobReview(trainjob, ref, runtime, shape, effective, is_multikueue(trainjob), namespace)
 
 

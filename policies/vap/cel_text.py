@@ -100,7 +100,7 @@ def whole_and_not_negative(value: str) -> str:
 
 
 def whole_amount(value: str) -> str:
-    """The amount as an int; 0 for a value that is not a whole quantity (another check reports
-    it). Never an evaluation error."""
+    """The amount as an int; 0 for a value that is not a whole quantity of 0 or more (another
+    check reports it, and the webhook counts it 0 too). Never an evaluation error."""
     q = quantity(value)
-    return f"({is_quantity(value)} && {q}.isInteger() ? {q}.asInteger() : 0)"
+    return f"({whole_and_not_negative(value)} ? {q}.asInteger() : 0)"

@@ -44,6 +44,30 @@ VALIDATION_ACTIONS = {Action.DENY: "Deny", Action.WARN: "Warn", Action.AUDIT: "A
 
 
 @dataclass(frozen=True)
+class Target:
+    """What one set of exported policies matches, and what they are handed as ``params``.
+
+    MPIJobs need nothing but the request. A TrainJob is judged with its training runtime, which
+    the API server hands in as ``params`` (``param_kind``): ``judged`` is the CEL under which a
+    policy judges at all (the params are the TrainJob's own runtime, an MPI runtime), and
+    ``passes`` the CEL of an UPDATE that passes whatever changed (read last, only when a check
+    fails)."""
+
+    kind: str  # the matched kind, as the policies' messages name it
+    group: str
+    version: str
+    resource: str
+    infix: str = ""  # object names: <prefix>-<infix><rule>[-<action>]
+    param_kind: tuple[str, str] | None = None  # (apiVersion, kind)
+    variables: tuple[tuple[str, str], ...] = ()  # (name, CEL) read by ``judged`` and the checks
+    judged: str = ""
+    passes: str = ""
+
+
+MPIJOBS = Target("MPIJob", GROUP, VERSION, RESOURCE)
+
+
+@dataclass(frozen=True)
 class ExportedRule:
     rule: str
     action: Action
@@ -54,30 +78,43 @@ class ExportedRule:
 def export(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[ExportedRule]:
     exported = []
     for module in EXPORTED:
-        exported += _export_rule(policy, prefix, module.RULE, module.validations())
+        exported += export_rule(policy, prefix, module.RULE, module.validations())
     return exported
 
 
-def objects(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[dict[str, Any]]:
-    """Every policy, then every binding: the order ``kubectl apply`` wants them in."""
-    exported = export(policy, prefix)
+KINDS = ("MPIJob", "TrainJob")
+
+
+def objects(policy: Policy, prefix: str = DEFAULT_PREFIX, kinds: Sequence[str] = KINDS) -> list[dict[str, Any]]:
+    """Every policy, then every binding (the order ``kubectl apply`` wants them in): the MPIJob
+    policies, then the TrainJob ones (``policies.vap.trainjob_objects``), of the ``kinds`` asked."""
+    from policies.vap.trainjob_objects import export_trainjobs  # it builds on this module
+
+    exported = export(policy, prefix) if "MPIJob" in kinds else []
+    if "TrainJob" in kinds:
+        exported += export_trainjobs(policy, prefix)
     return [e.policy for e in exported] + [e.binding for e in exported]
 
 
-def _export_rule(policy: Policy, prefix: str, rule: str, validations: Sequence[Validation]) -> list[ExportedRule]:
+def export_rule(policy: Policy, prefix: str, rule: str, validations: Sequence[Validation],
+                target: Target = MPIJOBS) -> list[ExportedRule]:
+    """The policies and bindings of one rule for ``target``: one pair per action the rule has
+    in some namespace."""
     base_action = policy.settings.action(rule)
     action_of = _override_action(rule)
     actions = namespaces.possible_values(policy, base_action, action_of)
     exported = []
     for action in actions:
-        name = f"{prefix}-{rule}" if len(actions) == 1 else f"{prefix}-{rule}-{action.value}"
+        base = f"{prefix}-{target.infix}{rule}"
+        name = base if len(actions) == 1 else f"{base}-{action.value}"
         enforced = f"!({namespaces.exempt(policy)})"
         if len(actions) > 1:
             chosen = namespaces.layered(policy, base_action, action_of, lambda a: cel.string(a.value))
             enforced = f"{enforced} && {chosen} == {cel.string(action.value)}"
-        variables = _namespace_variables(policy) + [("enforced", enforced)] + _param_variables(policy, rule)
-        exported.append(ExportedRule(rule, action, _policy(name, prefix, rule, variables, validations),
-                                     _binding(name, prefix, rule, action, policy)))
+        variables = (_namespace_variables(policy) + [("enforced", enforced)] + _param_variables(policy, rule)
+                     + list(target.variables) + ([("judged", target.judged)] if target.judged else []))
+        exported.append(ExportedRule(rule, action, _policy(name, prefix, rule, variables, validations, target),
+                                     _binding(name, prefix, rule, action, policy, target)))
     return exported
 
 
@@ -132,36 +169,49 @@ def _metadata(name: str, prefix: str, rule: str) -> dict[str, Any]:
 
 
 def _policy(name: str, prefix: str, rule: str, variables: Sequence[tuple[str, str]],
-            validations: Sequence[Validation]) -> dict[str, Any]:
+            validations: Sequence[Validation], target: Target) -> dict[str, Any]:
     declared = list(variables)
     for validation in validations:
         declared += validation.variables
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": _metadata(name, prefix, rule),
-        "spec": {
-            # Evaluation errors refuse the request, as the webhook refuses what it cannot check.
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                # Jobs written in an older served version are converted to v2beta1 and checked.
-                "matchPolicy": "Equivalent",
-                "resourceRules": [{"apiGroups": [GROUP], "apiVersions": [VERSION], "operations": ["CREATE", "UPDATE"],
-                                   "resources": [RESOURCE], "scope": "Namespaced"}],
-            },
-            "variables": [{"name": n, "expression": e} for n, e in declared],
-            "validations": [{
-                "expression": f"!variables.enforced || ({v.expression})",
-                "messageExpression": v.message,
-                "message": f"[{rule}] the MPIJob fails the {v.name} check of {rule}",
-                "reason": "Invalid",
-            } for v in validations],
-        },
+    spec: dict[str, Any] = {
+        # Evaluation errors refuse the request, as the webhook refuses what it cannot check.
+        "failurePolicy": "Fail",
     }
+    if target.param_kind is not None:
+        spec["paramKind"] = {"apiVersion": target.param_kind[0], "kind": target.param_kind[1]}
+    spec["matchConstraints"] = {
+        # Jobs written in an older served version are converted to the matched one and checked.
+        "matchPolicy": "Equivalent",
+        "resourceRules": [{"apiGroups": [target.group], "apiVersions": [target.version],
+                           "operations": ["CREATE", "UPDATE"], "resources": [target.resource], "scope": "Namespaced"}],
+    }
+    spec["variables"] = [{"name": n, "expression": e} for n, e in declared]
+    spec["validations"] = [{
+        "expression": _verdict(v.expression, target),
+        "messageExpression": v.message,
+        "message": f"[{rule}] the {target.kind} fails the {v.name} check of {rule}",
+        "reason": "Invalid",
+    } for v in validations]
+    return {"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy", "metadata": _metadata(name, prefix, rule),
+            "spec": spec}
 
 
-def _binding(name: str, prefix: str, rule: str, action: Action, policy: Policy) -> dict[str, Any]:
+def _verdict(expression: str, target: Target) -> str:
+    parts = ["!variables.enforced"]
+    if target.judged:
+        parts.append("!variables.judged")
+    parts.append(f"({expression})")
+    if target.passes:
+        parts.append(target.passes)
+    return " || ".join(parts)
+
+
+def _binding(name: str, prefix: str, rule: str, action: Action, policy: Policy, target: Target) -> dict[str, Any]:
     spec: dict[str, Any] = {"policyName": name, "validationActions": [VALIDATION_ACTIONS[action]]}
+    if target.param_kind is not None:
+        # Every object of the kind (in the request's namespace, for a namespaced kind), each
+        # evaluated on its own and the answers ANDed; none at all: nothing to judge.
+        spec["paramRef"] = {"selector": {}, "parameterNotFoundAction": "Allow"}
     exact = sorted(n for n in policy.exempt_namespaces if not n.endswith("*"))
     if exact:
         # Not even evaluated there; name patterns and exempt overrides are in the policy's CEL.

@@ -100,7 +100,38 @@ def test_patch_of_the_copy_on_write_working_copy(original: dict[str, Any], data:
 
 def test_declines_a_removal_and_a_list_edit() -> None:
     assert map_diff({"a": 1, "b": 2}, {"a": 1}) is None
-    assert map_diff({"a": [1]}, {"a": [1, 2]}) is None
+    assert map_diff({"a": [1, 2]}, {"a": [1]}) is None
+    assert map_diff({"a": [{"x": 1}]}, {"a": [{"x": 2}]}) is None
+    assert map_diff({"a": [1, 2]}, {"a": [2, 1, 3]}) is None
+    # equal but not the request's own items: the copy-on-write copy never makes those, so the
+    # diff does not try to match them up
+    assert map_diff({"a": [{"x": 1}]}, {"a": [{"x": 1}, {"y": 2}]}) is None
+
+
+def test_items_appended_to_a_list_of_the_requests_own_items_are_added_at_their_indices() -> None:
+    # A TrainJob's own runtimePatches entry, appended after the user's (the working copy's list
+    # holds the request's entries themselves)
+    user, kueue = {"manager": "example.com/user", "x": {"a": [1]}}, {"manager": "kueue.x-k8s.io/manager"}
+    request = {"spec": {"runtimePatches": [user, kueue], "trainer": {"numNodes": 2}}}
+    ours = {"manager": "mpijob-webhook.kubeflow.org/mutations", "t": {"labels": {"a": "b"}}}
+    mutated = {"spec": {**request["spec"], "runtimePatches": [user, kueue, ours, {"n": 1}]}}
+    ops = map_diff(request, mutated)
+    assert ops == [{"op": "add", "path": "/spec/runtimePatches/2", "value": ours},
+                   {"op": "add", "path": "/spec/runtimePatches/3", "value": {"n": 1}}]
+    assert ops == jsonpatch.make_patch(request, mutated).patch
+    assert jsonpatch.apply_patch(request, ops) == mutated
+
+
+@settings(max_examples=200)
+@given(st.lists(VALUES, max_size=4), st.lists(VALUES, min_size=1, max_size=3), st.data())
+def test_appended_items_give_jsonpatchs_patch(items: list[Any], appended: list[Any], data: st.DataObject) -> None:
+    key = data.draw(KEYS)
+    request = {"spec": {key: items, "other": {"a": 1}}}
+    mutated = {"spec": {**request["spec"], key: [*items, *appended]}}
+    ops = map_diff(request, mutated)
+    assert ops is not None
+    assert ops == jsonpatch.make_patch(request, mutated).patch
+    assert jsonpatch.apply_patch(request, ops) == mutated
     assert map_diff({"m": {"x": "1"}}, {"m": {"x": "1", "y/z": "2"}}) == [{"op": "add", "path": "/m/y~1z", "value": "2"}]
 
 

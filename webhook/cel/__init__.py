@@ -4,8 +4,10 @@ Kubernetes CEL libraries the exported policy uses, and the API server's way of a
 policy and its bindings to a request.
 """
 
+# The project is installed from its checkout, not from an index: the requirement itself is
+# what to install (the vap extra of pyproject.toml).
 MISSING = ("evaluating ValidatingAdmissionPolicies needs the optional cel-python package: "
-           "pip install 'mpijob-webhook[vap]'")
+           "pip install 'cel-python>=0.5' (the vap extra: pip install -e '.[vap]' in the checkout)")
 
 
 class CelUnavailable(RuntimeError):

@@ -127,6 +127,11 @@ def _counting_evaluator() -> type:
             if isinstance(left, celtypes.BoolType) and bool(left) is decisive:
                 return left
             right = self.visit(tree.children[1])
+            if isinstance(right, celtypes.BoolType) and bool(right) is decisive:
+                return right  # an error on the left does not matter: the right decides
+            for value in (left, right):
+                if isinstance(value, CELEvalError):
+                    return value
             try:
                 return self.activation.resolve_function(operator)(left, right)
             except TypeError as exc:

@@ -5,8 +5,15 @@ verdict and message, and the binding's ``validationActions``.
 Modelled on the API server's admission plugin for the parts the exported policies use:
 ``matchConstraints.resourceRules`` (group, resource, operation), a binding's
 ``matchResources.namespaceSelector``, lazy ``variables``, ``validations`` with
-``messageExpression``, and ``failurePolicy`` for evaluation errors. Each (policy, binding)
-evaluation has its own cost meter, as the API server gives each its own budget.
+``messageExpression``, and ``failurePolicy`` for evaluation errors. Each (policy, binding,
+param) evaluation has its own cost meter, as the API server gives each its own budget.
+
+Params (``spec.paramKind`` and the binding's ``paramRef``): the objects of the param kind, those
+of ``paramRef.namespace`` or, for a namespaced kind with no namespace given, of the request's
+namespace; chosen by ``name`` or by label ``selector`` (``{}``: all of them). Each is evaluated on
+its own and the answers are ANDed (every failure of every param counts); none found:
+``parameterNotFoundAction`` (``Allow``: nothing to judge; ``Deny``: the policy's
+``failurePolicy`` decides, as for an error).
 """
 from __future__ import annotations
 
@@ -63,6 +70,10 @@ class Request:
     version: str = "v2beta1"
     resource: str = "mpijobs"
     username: str = "check"
+    # The objects a policy's paramKind may name (runtimes for the TrainJob policies), and which
+    # of their kinds are namespaced.
+    params: Sequence[Mapping[str, Any]] = ()
+    namespaced_param_kinds: frozenset[str] = frozenset()
 
     @property
     def labels(self) -> dict[str, str]:
@@ -79,10 +90,57 @@ def review(objects: Iterable[Mapping[str, Any]], request: Request) -> Review:
         policy = policies.get(binding["spec"]["policyName"])
         if policy is None or not _policy_matches(policy, request) or not _binding_matches(binding, request):
             continue
-        meter = evaluator.Meter()
-        result.meters[f"{policy['metadata']['name']}/{binding['metadata']['name']}"] = meter
-        result.answers += _evaluate(policy, binding, context, meter)
+        key = f"{policy['metadata']['name']}/{binding['metadata']['name']}"
+        if "paramKind" not in policy["spec"]:
+            meter = evaluator.Meter()
+            result.meters[key] = meter
+            result.answers += _evaluate(policy, binding, context, meter)
+            continue
+        found = _params(policy, binding, request)
+        if not found:
+            result.answers += _not_found(policy, binding)
+        for param in found:
+            meter = evaluator.Meter()
+            result.meters[f"{key}/{_param_name(param)}"] = meter
+            result.answers += _evaluate(policy, binding, {**context, "params": evaluator.to_cel(param)}, meter)
     return result
+
+
+def _param_name(param: Mapping[str, Any]) -> str:
+    meta = param.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+
+
+def _params(policy: Mapping[str, Any], binding: Mapping[str, Any], request: Request) -> list[Mapping[str, Any]]:
+    """The param objects the binding's paramRef selects for this request."""
+    kind = policy["spec"]["paramKind"]
+    ref = binding["spec"].get("paramRef") or {}
+    namespaced = kind["kind"] in request.namespaced_param_kinds
+    namespace = (ref.get("namespace") or request.namespace) if namespaced else ""
+    found = []
+    for param in request.params:
+        meta = param.get("metadata") or {}
+        if (param.get("apiVersion"), param.get("kind")) != (kind["apiVersion"], kind["kind"]):
+            continue
+        if (meta.get("namespace") or "") != namespace:
+            continue
+        if "name" in ref and meta.get("name") != ref["name"]:
+            continue
+        if "selector" in ref and not selector_matches(ref["selector"], meta.get("labels") or {}):
+            continue
+        found.append(param)
+    return found
+
+
+def _not_found(policy: Mapping[str, Any], binding: Mapping[str, Any]) -> list[Answer]:
+    ref = binding["spec"].get("paramRef") or {}
+    if ref.get("parameterNotFoundAction") != "Deny" or policy["spec"].get("failurePolicy", "Fail") != "Fail":
+        return []
+    name, binding_name = policy["metadata"]["name"], binding["metadata"]["name"]
+    rule = policy["metadata"].get("labels", {}).get(RULE_LABEL, name)
+    return [Answer(name, binding_name, rule, tuple(binding["spec"]["validationActions"]),
+                   "no params found for policy binding with `Deny` parameterNotFoundAction", "InternalError",
+                   error=True)]
 
 
 def _context(request: Request) -> dict[str, Any]:
@@ -92,11 +150,12 @@ def _context(request: Request) -> dict[str, Any]:
         "oldObject": evaluator.to_cel(request.old) if request.old is not None else None,
         "request": evaluator.to_cel({
             "operation": request.operation, "namespace": request.namespace, "name": name,
-            "kind": {"group": request.group, "version": request.version, "kind": "MPIJob"},
+            "kind": {"group": request.group, "version": request.version, "kind": request.obj.get("kind") or ""},
             "resource": {"group": request.group, "version": request.version, "resource": request.resource},
             "userInfo": {"username": request.username},
         }),
         "namespaceObject": evaluator.to_cel({"metadata": {"name": request.namespace, "labels": request.labels}}),
+        "params": None,
     }
 
 

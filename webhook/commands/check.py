@@ -102,11 +102,12 @@ def evaluate(args: argparse.Namespace) -> Report:
         checker.add_runtimes(inputs)  # runtimes given beside the TrainJobs, in any order
     except BadInput as error:
         errors.append(error)
+    runtimes = _runtimes(inputs, args.cluster_state, args.namespace) if args.vap else []
     for source, index, obj in inputs:
         result = checker.check(obj, source, index)
-        if args.vap and result["decision"] != "ignored" and obj.get("kind") == "MPIJob":
+        if args.vap and result["decision"] != "ignored" and obj.get("kind") in ("MPIJob", "TrainJob"):
             namespace = result["namespace"]
-            result["vap"] = vap_answers.answer(exported, obj, namespace, labels.get(namespace, {}))
+            result["vap"] = vap_answers.answer(exported, obj, namespace, labels.get(namespace, {}), runtimes)
         results.append(result)
     return Report(tuple(results), tuple(errors), args.cluster_state is not None)
 
@@ -145,6 +146,22 @@ def _namespace_labels(path: Path | None) -> dict[str, dict[str, str]]:
         if obj.get("kind") == "Namespace":
             meta = obj.get("metadata") or {}
             found[str(meta.get("name", ""))] = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    return found
+
+
+def _runtimes(inputs: list[tuple[str, int, dict[str, Any]]], cluster_state: Path | None,
+              namespace: str) -> list[dict[str, Any]]:
+    """Every training runtime of the input and the cluster state, as the API server would hold
+    them (a TrainingRuntime that names no namespace in the one the manifests default to)."""
+    objects = [obj for _, _, obj in inputs]
+    if cluster_state is not None:
+        objects += [obj for _, obj in documents(read(str(cluster_state)), str(cluster_state))]
+    found = []
+    for obj in objects:
+        if obj.get("kind") == "TrainingRuntime" and not (obj.get("metadata") or {}).get("namespace"):
+            obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        if obj.get("kind") in ("ClusterTrainingRuntime", "TrainingRuntime"):
+            found.append(obj)
     return found
 
 

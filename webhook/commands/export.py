@@ -15,11 +15,14 @@ import yaml
 from policies.config import PolicyError
 from policies.config.layered_policy import Policy
 from policies.config.reader import default_policy
-from policies.vap import DEFAULT_PREFIX, EXPORTED_RULES, objects
+from policies.vap import DEFAULT_PREFIX, EXPORTED_RULES, KINDS, objects
+from policies.vap.trainjob_objects import LONGEST_INFIX, TRAINJOB_EXPORTED_RULES
 from webhook.policy_reload import own_namespace, read_policy
 
-# The longest name the prefix is put in front of: "-" + rule id + "-" + the longest action.
-_LONGEST_SUFFIX = 1 + max(len(r) for r in EXPORTED_RULES) + len("-audit")
+# The longest name the prefix is put in front of: "-" + the TrainJob infix + rule id + "-" + the
+# longest action.
+_LONGEST_SUFFIX = 1 + LONGEST_INFIX + max(len(r) for r in (*EXPORTED_RULES, *TRAINJOB_EXPORTED_RULES)) + len("-audit")
+_KINDS = {"all": KINDS, "mpijob": ("MPIJob",), "trainjob": ("TrainJob",)}
 _PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 MAX_NAME = 253
 
@@ -33,9 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     vap = kinds.add_parser(
         "vap", help="print ValidatingAdmissionPolicies and bindings for the static rules",
         description="Print ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding objects that enforce, "
-                    "inside the API server, the rules that need no cluster state ("
-                    + ", ".join(EXPORTED_RULES) + "), with the policy file's parameters, actions and overrides. "
-                    "Exit 0, or 2 when the policy file cannot be used.",
+                    "inside the API server, the rules that need no cluster state, with the policy file's parameters, "
+                    "actions and overrides: for MPIJobs " + ", ".join(EXPORTED_RULES) + "; for TrainJobs on an MPI "
+                    "runtime (the runtime handed in as the policies' params) " + ", ".join(TRAINJOB_EXPORTED_RULES)
+                    + ". Exit 0, or 2 when the policy file cannot be used.",
     )
     vap.add_argument("--policy-file", type=Path, metavar="FILE",
                      help="the policy file the webhook serves with (default: the built-in policy)")
@@ -44,6 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     vap.add_argument("--webhook-namespace", default=None, metavar="NAMESPACE",
                      help="the webhook's namespace, always exempt (default: as the server finds it, else "
                           "mpijob-webhook)")
+    vap.add_argument("--kind", choices=tuple(_KINDS), default="all",
+                     help="the jobs to export policies for (default %(default)s; the TrainJob policies need the "
+                          "Kubeflow Trainer CRDs to do anything, see docs/vap.md)")
     vap.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml",
                      help="YAML documents, or one JSON v1 List (default %(default)s)")
     vap.set_defaults(run=run_vap, parser=vap)
@@ -58,7 +65,7 @@ def run_vap(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(exc, file=sys.stderr)
         return 2
-    exported = objects(policy, args.name)
+    exported = objects(policy, args.name, _KINDS[args.kind])
     if args.output == "json":
         json.dump({"apiVersion": "v1", "kind": "List", "items": exported}, sys.stdout, indent=2)
         print()

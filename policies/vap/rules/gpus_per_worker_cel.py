@@ -185,13 +185,21 @@ def _total_message(replica_type: str, var: str, resource: str) -> str:
     asked = f"({running_over} ? {var}Running : {alone})"
     app_running = f"{var}App.filter(a, a > 0)"
     sidecars_running = f"{var}Sidecars.filter(a, a > 0)"
-    one_app = f"size({app_running}) == 1 && size({sidecars_running}) == 0"
+    # One container asks for all of it (an app container or a sidecar): the message names its field.
+    one = f"size({app_running}) + size({sidecars_running}) == 1"
+    one_app = f"size({app_running}) == 1"
     app_index = f"{var}App.map(a, a > 0).indexOf(true)"
+    sidecar_index = f"{init}.map(c, {_sidecar('c')} && {_amount('c', resource)} > 0).indexOf(true)"
     has_limits, limits = _limits("c")
-    kind = f"{containers}.map(c, {has_limits} && {resource} in {limits} ? 'limits' : 'requests')[{app_index}]"
-    container_path = f"'{base}.containers[' + string({app_index}) + '].resources.' + {kind} + '[' + {resource} + ']'"
-    path = f"({running_over} && {one_app} ? {container_path} : '{base}')"
-    parts = (f"(!({running_over}) ? ' while its init containers run' : ({one_app} ? '' : "
+
+    def field(containers_list: str, key: str, index: str) -> str:
+        kind = f"{containers_list}.map(c, {has_limits} && {resource} in {limits} ? 'limits' : 'requests')[{index}]"
+        return f"'{base}.{key}[' + string({index}) + '].resources.' + {kind} + '[' + {resource} + ']'"
+
+    container_path = (f"({one_app} ? {field(containers, 'containers', app_index)} : "
+                      f"{field(init, 'initContainers', sidecar_index)})")
+    path = f"({running_over} && {one} ? {container_path} : '{base}')"
+    parts = (f"(!({running_over}) ? ' while its init containers run' : ({one} ? '' : "
              f"'; its containers ask ' + ({app_running} + {sidecars_running}).map(a, string(a)).join(' + ')))")
     return (f"'[{RULE}] ' + {path} + ': Invalid value: ' + string({asked}) + ': {role} may use at most ' + "
             f"string({MAX}) + ' ' + {resource} + ' (asked ' + string({asked}) + {parts} + '); lower it to ' + "

@@ -37,9 +37,12 @@ def _workers(root: str) -> str:
                    f"'at least ' + string({MIN}) + ' workers are required for a distributed job (asked ' + {asked} + "
                    f"'); set {PATH}.replicas to ' + string({MIN}) + ' or more'", asked)
     has_worker = has_replica(root, WORKER)
+    # Each case proves the count set where it reads it (not through an earlier case being
+    # false): the API server's evaluation fails on an absent field, whatever the order.
+    has_count = f"{has_worker} && has({replicas})"
     return first(
         (f"!({has_worker}) && !{launcher_as_worker(root)}", missing),
         (f"{has_worker} && !has({replicas})", unset),
-        (f"{has_worker} && {replicas} > {MAX}", too_many),
-        (f"{has_worker} && {replicas} < {MIN}", too_few),
+        (f"{has_count} && {replicas} > {MAX}", too_many),
+        (f"{has_count} && {replicas} < {MIN}", too_few),
     )

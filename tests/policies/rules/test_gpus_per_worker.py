@@ -166,6 +166,19 @@ def test_extended_resources_come_in_whole_units(value, kind):
     assert "counted in whole units of 0 or more" in finding.message
 
 
+@pytest.mark.parametrize(("containers", "over"), [
+    ((gpus("15.5"), gpus(1)), []),
+    ((gpus("500m"), gpus(17)), [(17, f"{WORKER}.containers[1].resources.limits[nvidia.com/gpu]")]),
+    ((gpus(-1), gpus(17)), [(17, f"{WORKER}.containers[1].resources.limits[nvidia.com/gpu]")]),
+], ids=["fraction-beside-1", "fraction-beside-17", "negative-beside-17"])
+def test_amounts_that_are_not_whole_count_nothing_in_the_pod_total(containers, over):
+    """Such an amount is reported on its own; counted at face value it made "asked 16" of at
+    most 16 (15.5 + 1), and a peak "while its init containers run" in a pod without any."""
+    found = [f for f in check(gpu_job(*containers)) if "may use at most" in f.message]
+    assert [(f.value, f.path) for f in found] == over
+    assert all(f"(asked {f.value})" in f.message for f in found)
+
+
 def check_with_worker_limits(job, fewest=2, most=100, **params):
     settings = default_settings().with_rule("worker-count", min=fewest, max=most)
     if params:

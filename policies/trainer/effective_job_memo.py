@@ -1,0 +1,92 @@
+"""The effective job of a TrainJob, worked out once per runtime version and TrainJob spec, and
+shared read-only by every request that asks for it.
+
+Each request about a TrainJob on an MPI runtime needs its effective job (``effective_job``: the
+runtime's JobSet template patched by the TrainJob, the counts, slots and resources), and the same
+spec on the same runtime comes back again and again: /mutate then /validate of one CREATE, the
+API server's retries, every UPDATE of it, and the quota rule counting a namespace's TrainJobs in
+flight whenever one of them changes.
+
+An entry is found by
+- the runtime object itself, by identity: a cluster view hands out the very same object until
+  the runtime changes and a new one after (``policies.cluster_view``), so an edited runtime (a
+  new resourceVersion in the watch cache) is a new key. The entry holds on to the runtime, so
+  its id cannot be taken by another object while the entry lives;
+- the API shape;
+- the TrainJob's ``SPEC_INPUTS`` (every spec field ``effective_job`` reads) as JSON text, in
+  their own key order (the controller takes the first GPU resource in map order): two TrainJobs
+  share an entry only when all that their effective jobs are computed from is the same.
+
+The job handed out is frozen, its maps and lists read-only (``read_only``): a rule or mutation
+that tried to write into it would fail at once instead of changing what the next request reads.
+At most ``SIZE`` entries, the least recently used dropped first.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+
+from policies.trainer.api import ApiShape, Obj, spec
+from policies.trainer.effective_job import SPEC_INPUTS, EffectiveContainer, EffectiveJob, effective_job
+from policies.trainer.read_only import ReadOnlyDict, read_only
+
+SIZE = 512
+
+_Key = tuple[int, ApiShape, str]
+
+
+class EffectiveJobMemo:
+    def __init__(self, size: int = SIZE) -> None:
+        self._size = size
+        self._entries: OrderedDict[_Key, tuple[Obj, EffectiveJob]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, trainjob: Obj, runtime: Obj, shape: ApiShape) -> EffectiveJob:
+        """``effective_job(trainjob, runtime, shape)``, frozen; computed only when no entry has it."""
+        try:
+            key = (id(runtime), shape, inputs_text(trainjob))
+        except (TypeError, ValueError, RecursionError):  # not JSON (a YAML date, a cycle): not kept
+            return frozen(effective_job(trainjob, runtime, shape))
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry[1]
+        job = frozen(effective_job(trainjob, runtime, shape))
+        with self._lock:
+            self._entries[key] = (runtime, job)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return job
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def inputs_text(trainjob: Obj) -> str:
+    """What the effective job is computed from in ``trainjob``, as exact JSON text."""
+    job_spec = spec(trainjob)
+    return json.dumps([job_spec.get(name) for name in SPEC_INPUTS], separators=(",", ":"))
+
+
+def frozen(job: EffectiveJob) -> EffectiveJob:
+    """``job`` with every map and list read-only; a container stays the very map its pod
+    template lists."""
+    made: dict[int, object] = {}
+
+    def container(c: EffectiveContainer) -> EffectiveContainer:
+        return replace(c, container=read_only(c.container, made))
+
+    jobs = tuple(replace(rj, pod_template=read_only(rj.pod_template, made), pod_fields=ReadOnlyDict(rj.pod_fields),
+                         containers=tuple(container(c) for c in rj.containers))
+                 for rj in job.jobs)
+    return replace(job, jobs=jobs)
+
+
+memoised_effective_job = EffectiveJobMemo()
