@@ -24,7 +24,7 @@ from testing.reference_data import UPSTREAM
 CRD_FILE = UPSTREAM / "crd" / "mpijobs-v2beta1.yaml"
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 # metadata is only "type: object" in a CRD: the API server checks it as ObjectMeta itself.
-_OBJECT_META = {
+OBJECT_META = {
     "type": "object",
     "properties": {
         "name": {"type": "string"},
@@ -83,7 +83,7 @@ def _apply_defaults(node: Any, schema: dict[str, Any]) -> None:
 @cache
 def _validator() -> jsonschema.protocols.Validator:
     schema = _to_json_schema(openapi_schema())
-    schema["properties"]["metadata"] = _OBJECT_META
+    schema["properties"]["metadata"] = OBJECT_META
     cls = jsonschema.validators.extend(
         jsonschema.Draft7Validator, {"x-kubernetes-list-map-keys": _list_map_keys}
     )

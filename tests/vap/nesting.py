@@ -3,6 +3,7 @@ range does not come from the enclosing element: a walk over the job inside a wal
 job, whose cost is the product of two sizes."""
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
@@ -37,3 +38,16 @@ def nested_walks(tree: Any, enclosing: tuple[str, ...] = ()) -> list[str]:
     for child in getattr(tree, "children", ()):
         found += nested_walks(child, enclosing)
     return found
+
+
+def policy_expressions(objects: list[Mapping[str, Any]]) -> Iterator[tuple[str, str]]:
+    """(policy name, expression) for every variable, validation and message expression of the
+    ValidatingAdmissionPolicies among ``objects``."""
+    for policy in objects:
+        if policy["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        spec = policy["spec"]
+        expressions = [v["expression"] for v in spec["variables"]]
+        expressions += [e for v in spec["validations"] for e in (v["expression"], v["messageExpression"])]
+        for expression in expressions:
+            yield policy["metadata"]["name"], expression

@@ -36,6 +36,7 @@ from typing import Any
 
 import lark
 
+from testing.crd import OBJECT_META  # what CEL reads of metadata: the CRD says only "object"
 from webhook.cel.cel_runtime import compile_expression
 
 ROOTS = ("object", "oldObject")
@@ -43,17 +44,6 @@ MACROS = {"all", "exists", "exists_one", "map", "filter"}
 # The API server sets these on every object it admits.
 ALWAYS_SET = {"apiVersion", "kind", "metadata"}
 UPDATE = "update"
-# What CEL reads of metadata in a policy (ObjectMeta): the CRD's schema says only "object".
-OBJECT_META = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "generateName": {"type": "string"},
-        "namespace": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-}
 LITERAL_TYPES = {"STRING_LIT": "string", "MLSTRING_LIT": "string", "INT_LIT": "integer", "UINT_LIT": "integer",
                  "FLOAT_LIT": "number", "BOOL_LIT": "boolean", "NULL_LIT": "null", "BYTES_LIT": "bytes"}
 

@@ -18,7 +18,7 @@ import pytest
 from policies.vap import objects
 from testing.builders import mpijob
 from tests.vap.corpus import policies
-from tests.vap.nesting import nested_walks
+from tests.vap.nesting import nested_walks, policy_expressions
 from webhook.cel.policy_admission import PER_EVALUATION_BUDGET, PER_EXPRESSION_LIMIT, Request, Review, review
 from webhook.cel.cel_runtime import compile_expression
 
@@ -117,13 +117,8 @@ def test_env_lists_cost_nothing() -> None:
 def test_no_expression_nests_a_walk_over_the_job_inside_another() -> None:
     """Bounded by construction: a comprehension inside another walks a part of the outer
     element (a container's resources, one key list), never the job again."""
-    for policy in exported("actions-and-overrides"):
-        if policy["kind"] != "ValidatingAdmissionPolicy":
-            continue
-        expressions = [v["expression"] for v in policy["spec"]["variables"]]
-        expressions += [e for v in policy["spec"]["validations"] for e in (v["expression"], v["messageExpression"])]
-        for expression in expressions:
-            assert nested_walks(compile_expression(expression)) == [], (policy["metadata"]["name"], expression)
+    for name, expression in policy_expressions(exported("actions-and-overrides")):
+        assert nested_walks(compile_expression(expression)) == [], (name, expression)
 
 
 def test_the_nesting_check_finds_a_nested_walk() -> None:

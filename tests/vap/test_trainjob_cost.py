@@ -129,13 +129,8 @@ def test_no_expression_nests_a_walk_inside_another_over_something_else() -> None
     """Bounded by construction, as the MPIJob policies: a comprehension inside another walks a
     part of the outer element (a patch's jobs, a job's containers), never the runtime's jobs
     inside the patches."""
-    from tests.vap.nesting import nested_walks
+    from tests.vap.nesting import nested_walks, policy_expressions
     from webhook.cel.cel_runtime import compile_expression
 
-    for policy in exported("actions-and-overrides"):
-        if policy["kind"] != "ValidatingAdmissionPolicy":
-            continue
-        expressions = [v["expression"] for v in policy["spec"]["variables"]]
-        expressions += [e for v in policy["spec"]["validations"] for e in (v["expression"], v["messageExpression"])]
-        for expression in expressions:
-            assert nested_walks(compile_expression(expression)) == [], (policy["metadata"]["name"], expression[:200])
+    for name, expression in policy_expressions(exported("actions-and-overrides")):
+        assert nested_walks(compile_expression(expression)) == [], (name, expression[:200])

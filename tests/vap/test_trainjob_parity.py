@@ -29,7 +29,8 @@ from tests.vap.trainjob_corpus import (
     runtimes,
     upstream_examples,
 )
-from tests.vap.trainjob_verdicts import admissible, vap_review, vap_verdict, webhook_answer, webhook_verdict
+from tests.vap.verdicts import vap_verdict
+from tests.vap.trainjob_verdicts import admissible, vap_review, webhook_answer, webhook_verdict
 from tests.vap.verdicts import on_update
 
 POLICIES: dict[str, Policy] = {**policies(), "pinned-v2.1": V21_POLICY}

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from tests.vap.corpus import namespaces
 from tests.vap.test_trainjob_parity import POLICIES, RUNTIMES, exported
 from tests.vap.trainjob_corpus import KUEUE, NODE_CONTAINER, OWN_MUTATIONS, job, params_for, pod_patch, runtime_patch
-from tests.vap.trainjob_verdicts import admissible, vap_review, vap_verdict, webhook_verdict
+from tests.vap.verdicts import vap_verdict
+from tests.vap.trainjob_verdicts import admissible, vap_review, webhook_verdict
 from webhook.cel import cel_runtime as evaluator
 
 # cel-python raises the recursion limit when its first environment is made; made here, before

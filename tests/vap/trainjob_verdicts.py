@@ -15,7 +15,7 @@ from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from testing.app_client import webhook
 from tests.policies.trainer.trainer_data import trainjob_review
 from tests.policies.trainer.trainjob_crd import trainjob_schema_errors, trainjob_v2_1_schema_errors
-from tests.vap.verdicts import ACTIONS, Verdict
+from tests.vap.verdicts import Verdict
 from webhook.cel.policy_admission import Request, Review, review
 
 STATIC_TRAINJOB_RULES = tuple(rule for rule in registry.TRAINJOB_RULES if rule.id in TRAINJOB_EXPORTED_RULES)
@@ -105,13 +105,3 @@ def vap_review(objects: list[dict[str, Any]], trainjob: Mapping[str, Any], runti
     return review(objects, Request(trainjob, namespace, old, operation, dict(labels or {}),
                                    group="trainer.kubeflow.org", version="v1alpha1", resource="trainjobs",
                                    params=tuple(runtimes), namespaced_param_kinds=frozenset({TRAINING_RUNTIME})))
-
-
-def vap_verdict(result: Review) -> Verdict:
-    errors = [a.message for a in result.answers if a.error]
-    assert errors == [], errors
-    verdict: Verdict = {}
-    for answer in result.answers:
-        for action in answer.actions:
-            verdict.setdefault(ACTIONS[action], set()).add(answer.rule)
-    return verdict

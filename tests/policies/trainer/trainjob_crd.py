@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from testing.crd import _OBJECT_META, _list_map_keys, _path, _to_json_schema
+from testing.crd import OBJECT_META, _list_map_keys, _path, _to_json_schema
 from tests.policies.trainer.trainer_data import CRDS, DATA
 
 V2_1_SCHEMA = DATA / "v2.1-shape" / "trainjob-structural-schema.yaml"
@@ -26,7 +26,7 @@ def _validator(v2_1: bool = False) -> jsonschema.protocols.Validator:
         (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
         openapi = version["schema"]["openAPIV3Schema"]
     schema = _to_json_schema(openapi)
-    schema["properties"]["metadata"] = _OBJECT_META
+    schema["properties"]["metadata"] = OBJECT_META
     cls = jsonschema.validators.extend(jsonschema.Draft7Validator, {"x-kubernetes-list-map-keys": _list_map_keys})
     return cls(schema)
 
