@@ -6,9 +6,20 @@ Values written in the TrainJob carry its own paths (``spec.trainer.numNodes``,
 ``spec.trainer.resourcesPerNode``); values that come from the runtime carry the runtime's path
 and name it (``ClusterTrainingRuntime mpi-cuda: spec.mlPolicy.numNodes: …``), reported at
 ``spec.runtimeRef.name``, the TrainJob's field that chose it.
+
+The pod groups, slots and pod names are worked out from the effective job and
+``spec.trainer.numNodes`` only, so they are remembered with the effective job they came from
+(``_PodGroupsMemo``): the memo of effective jobs hands the same object to every request with the
+same runtime and spec inputs, and ``numNodes`` is one of those inputs, kept in the key anyway for
+a caller that pairs an effective job with another TrainJob. What comes from the TrainJob's
+metadata and status (name, namespace, queue, lifecycle) is read from each request's object.
+Nothing here changes a pod group after it is built, and its maps are the effective job's
+read-only ones.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +39,7 @@ from policies.trainer.api import (
     spec,
     trainer,
 )
+from policies.trainer.effective_job_memo import SIZE as EFFECTIVE_JOBS
 from policies.trainer.effective_job import EffectiveContainer, EffectiveJob, EffectiveReplicatedJob, Written
 from policies.workload import (
     ContainerRef,
@@ -72,26 +84,82 @@ class JobSetPodNames:
 def trainjob_workload(trainjob: Obj, effective: EffectiveJob, namespace: str = "") -> Workload:
     """The view of ``trainjob`` whose runtime's effective job is ``effective``; ``namespace``:
     the request's, for an object that does not name its own (a CREATE may not)."""
-    origin = effective.runtime.describe()
     meta = metadata(trainjob)
-    launcher_as_node = effective.run_launcher_as_node
-    launcher = _group(Role.LAUNCHER, LAUNCHER, effective.launcher, origin, trainjob, launcher_as_node)
-    workers = _group(Role.WORKER, NODE, effective.node, origin, trainjob, launcher_as_node)
+    groups = _pod_groups(effective, trainer(trainjob).get("numNodes"))
     return Workload(
         kind=TRAINJOB_KIND,
         namespace=str(meta.get("namespace") or namespace),
         name=meta.get("name") or "",
         generate_name=meta.get("generateName") or "",
-        launcher=launcher,
-        workers=workers,
-        slots=_slots(effective, origin),
-        launcher_runs_ranks=Flag(launcher_as_node, _runtime_source("spec.mlPolicy.mpi.runLauncherAsNode", origin)),
-        pod_names=JobSetPodNames(tuple((rj.name, rj.replicas, rj.count) for rj in effective.jobs)),
+        launcher=groups.launcher,
+        workers=groups.workers,
+        slots=groups.slots,
+        launcher_runs_ranks=groups.launcher_runs_ranks,
+        pod_names=groups.pod_names,
         lifecycle=lifecycle(trainjob),
         queue=(mapping(meta, "labels")).get(QUEUE_LABEL),
         queue_source=_QUEUE,
         object=trainjob,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroups:
+    """The part of a TrainJob's view that its effective job and ``numNodes`` decide."""
+
+    launcher: PodGroup
+    workers: PodGroup
+    slots: Slots
+    launcher_runs_ranks: Flag
+    pod_names: JobSetPodNames
+
+
+def pod_groups(effective: EffectiveJob, num_nodes: object) -> PodGroups:
+    origin = effective.runtime.describe()
+    launcher_as_node = effective.run_launcher_as_node
+    return PodGroups(
+        launcher=_group(Role.LAUNCHER, LAUNCHER, effective.launcher, origin, num_nodes, launcher_as_node),
+        workers=_group(Role.WORKER, NODE, effective.node, origin, num_nodes, launcher_as_node),
+        slots=_slots(effective, origin),
+        launcher_runs_ranks=Flag(launcher_as_node, _runtime_source("spec.mlPolicy.mpi.runLauncherAsNode", origin)),
+        pod_names=JobSetPodNames(tuple((rj.name, rj.replicas, rj.count) for rj in effective.jobs)),
+    )
+
+
+class _PodGroupsMemo:
+    """``pod_groups`` per effective job (by identity: the entry holds on to it, so its id is not
+    taken by another while the entry lives) and ``numNodes`` (only a whole number is read); as
+    many entries as the memo of effective jobs, the least recently used dropped first."""
+
+    def __init__(self, size: int = EFFECTIVE_JOBS) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[int, type, int | None], tuple[EffectiveJob, PodGroups]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, effective: EffectiveJob, num_nodes: object) -> PodGroups:
+        nodes = num_nodes if isinstance(num_nodes, int) else None
+        key = (id(effective), type(nodes), nodes)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry[1]
+        groups = pod_groups(effective, nodes)
+        with self._lock:
+            self._entries[key] = (effective, groups)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return groups
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_pod_groups = _PodGroupsMemo()
 
 
 def _runtime_source(path: str, origin: str, **extra: Any) -> Source:
@@ -102,21 +170,21 @@ def _source(written: Written, origin: str, **extra: Any) -> Source:
     return _runtime_source(written.path, origin, **extra) if written.in_runtime else Source(written.path, **extra)
 
 
-def _group(role: Role, name: str, rj: EffectiveReplicatedJob | None, origin: str, trainjob: Obj,
+def _group(role: Role, name: str, rj: EffectiveReplicatedJob | None, origin: str, num_nodes: object,
            launcher_as_node: bool) -> PodGroup:
     noun = "launcher" if role is Role.LAUNCHER else "node"
     if rj is None:
         where = _runtime_source("spec.template.spec.replicatedJobs", origin)
         return PodGroup(role, name, noun, False, where, None, where, 0, {}, where)
     group_source = _source(rj.written, origin)
-    count, count_source = _count(role, rj, origin, trainjob, launcher_as_node)
+    count, count_source = _count(role, rj, origin, num_nodes, launcher_as_node)
     template_source = _template_source(rj, origin)
     containers = tuple(_container(c, origin) for c in rj.containers)
     return PodGroup(role, name, noun, True, group_source, count, count_source, rj.pods, rj.pod_spec,
                     template_source, containers, rj.pod_template)
 
 
-def _count(role: Role, rj: EffectiveReplicatedJob, origin: str, trainjob: Obj,
+def _count(role: Role, rj: EffectiveReplicatedJob, origin: str, num_nodes: object,
            launcher_as_node: bool) -> tuple[int | None, Source]:
     """How many pods the user asked for, in pods of the group, and where they asked. With
     ``runLauncherAsNode`` the launcher is one of the ``numNodes`` nodes: the node pods are one
@@ -125,7 +193,6 @@ def _count(role: Role, rj: EffectiveReplicatedJob, origin: str, trainjob: Obj,
     written = rj.count_written
     if role is Role.WORKER and not written.in_runtime:  # spec.trainer.numNodes
         offset = 1 if launcher_as_node else 0
-        num_nodes = trainer(trainjob).get("numNodes")
         return (num_nodes - offset if isinstance(num_nodes, int) else None), Source(written.path, offset=offset)
     if role is Role.WORKER and rj.count_explicit:  # numNodes unset: the runtime's parallelism applies
         return rj.count, _source(written, origin)

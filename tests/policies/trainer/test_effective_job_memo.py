@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from policies.trainer.api import ApiShape
 from policies.trainer.effective_job import SPEC_INPUTS, effective_job
-from policies.trainer.effective_job_memo import EffectiveJobMemo, inputs_text
+from policies.trainer.effective_job_memo import EffectiveJobMemo, inputs_key
+from policies.trainer.read_only import read_only
 from tests.policies.trainer.test_effective_job_golden import GOLDEN, RUNTIMES, standard_trainjob, summary
 from tests.policies.trainer.test_effective_job_properties import runtimes, trainjobs
 from tests.policies.trainer.trainer_data import runtime, trainjob
@@ -182,7 +183,7 @@ def test_the_memo_keys_on_every_spec_field_the_effective_job_reads(shape: ApiSha
     seen: set[str] = set()
     effective_job({**job, "spec": _Recording(job["spec"], seen)}, rt, shape)
     assert seen <= set(SPEC_INPUTS), f"effective_job reads {sorted(seen - set(SPEC_INPUTS))}: add to SPEC_INPUTS"
-    assert inputs_text(job) != inputs_text({**job, "spec": {**job["spec"], "trainer": {"numNodes": 3}}})
+    assert inputs_key(job) != inputs_key({**job, "spec": {**job["spec"], "trainer": {"numNodes": 3}}})
 
 
 @st.composite
@@ -197,7 +198,7 @@ def memo_cases(draw: st.DrawFn) -> tuple[ApiShape, dict[str, Any], list[dict[str
 def test_remembered_is_computed_for_random_runtimes_and_trainjobs(case: tuple[ApiShape, dict[str, Any], list[dict[str, Any]]],
                                                                   data: st.DataObject) -> None:
     shape, rt, jobs = case
-    assume(len({inputs_text(job) for job in jobs}) > 1)  # at least two different specs on one runtime
+    assume(len({inputs_key(job) for job in jobs}) > 1)  # at least two different specs on one runtime
     memo = EffectiveJobMemo(size=data.draw(st.integers(1, 4)))
     # requests in any order, some of them repeated
     for job in data.draw(st.lists(st.sampled_from(jobs), min_size=len(jobs), max_size=2 * len(jobs))) + jobs:
@@ -208,3 +209,34 @@ def test_remembered_is_computed_for_random_runtimes_and_trainjobs(case: tuple[Ap
     changed["spec"]["mlPolicy"]["mpi"]["numProcPerNode"] = data.draw(st.integers(1, 5))
     for job in jobs:
         assert memo(job, changed, shape) == effective_job(job, changed, shape)
+
+
+@pytest.mark.parametrize("values", [(1, 1.0, True), ("1", 1), (0.0, -0.0, 0, False), (None, "", [], {})], ids=repr)
+def test_values_that_compare_equal_but_differ_in_type_have_their_own_keys(values: tuple[Any, ...]) -> None:
+    keys = {inputs_key(trainjob(numNodes=value)) for value in values}
+    assert len(keys) == len(values)
+
+
+def test_the_same_maps_in_another_order_have_another_key() -> None:
+    # the controller takes the first GPU resource in map order
+    first = trainjob(resourcesPerNode={"limits": {"nvidia.com/gpu": 1, "amd.com/gpu": 2}})
+    second = trainjob(resourcesPerNode={"limits": {"amd.com/gpu": 2, "nvidia.com/gpu": 1}})
+    assert first == second and inputs_key(first) != inputs_key(second)
+
+
+def test_the_key_does_not_depend_on_who_else_holds_a_part_of_the_spec() -> None:
+    job = trainjob(numNodes=2, resourcesPerNode={"limits": {"nvidia.com/gpu": 2}})
+    job["spec"]["runtimePatches"] = [{"manager": "kueue", "trainingRuntimeSpec": {"template": {"spec": {}}}}]
+    alone = inputs_key(copy.deepcopy(job))
+    held = (job["spec"]["trainer"], job["spec"]["runtimePatches"][0], list(job["spec"]["trainer"].values()))
+    assert inputs_key(job) == alone and held
+
+
+def test_maps_of_other_types_are_keyed_by_their_json_text() -> None:
+    memo = EffectiveJobMemo()
+    rt = runtime(DEEPSPEED)
+    job = trainjob(numNodes=2)
+    shared = {**job, "spec": read_only(job["spec"])}  # what a memo or a cache may hand out
+    assert isinstance(inputs_key(shared), str) and isinstance(inputs_key(job), bytes)
+    assert memo(shared, rt, ApiShape.V2_3) is memo(read_only(job), rt, ApiShape.V2_3)
+    assert len(memo) == 1
