@@ -36,6 +36,7 @@ from bench.servers import ServerProcess
 from certs import authority
 from policies import registry
 from webhook.bootstrap import ServeOptions
+from webhook.watch_caches import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_FILE = ROOT / "examples" / "policy.yaml"
@@ -72,10 +73,11 @@ QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100
              layouts=(), payloads_per_endpoint=1, pairs=2)
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
 # one with no rules) and one cluster, whose size is the only namespaces row; the waits around
-# start-up and windows cut short. The numbers mean nothing.
-SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
+# start-up and windows cut short (a window of 0.02 s: every client measures one request at least).
+# The numbers mean nothing.
+SMOKE = Plan(seconds=0.02, warmup=0.01, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
-             servers_at_once=True, settle_seconds=0.3, lead=0.02)
+             servers_at_once=True, settle_seconds=0.1, lead=0.02)
 
 
 def describe_tree(tree: Path) -> str:
@@ -166,19 +168,21 @@ class Bench:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
 
     @staticmethod
-    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0) -> int:
+    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0, *, at_least: int = 0) -> int:
         """Waits until a server started after ``before`` has opened all its watches (/readyz is
-        ready once every kind is listed; each watch starts just after): the watches it opened.
-        Counted as requests, not as open streams: the API server notices a stopped server's
-        streams only when it next writes to them."""
+        ready once every kind is listed; each watch starts just after): the watches it opened,
+        once the API server's counts have stayed still for ``seconds``. ``at_least``: the watches
+        the servers are known to open, waited for first (the still time then only has to show
+        that no more come). Counted as requests, not as open streams: the API server notices a
+        stopped server's streams only when it next writes to them."""
         deadline = time.monotonic() + timeout
         last, since = cluster.counts(), time.monotonic()
         while time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
             now = cluster.counts()
             if now != last:
                 last, since = now, time.monotonic()
-            elif time.monotonic() - since >= seconds:
+            elif time.monotonic() - since >= seconds and last.watches - before.watches >= at_least:
                 break
         return last.watches - before.watches
 
@@ -348,8 +352,9 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         # Every server started is stopped, side by side, however the run ends.
         stack.callback(stop_all, servers)
         floor = bench.floor()
-        if not plan.servers_at_once:
-            servers.append(floor.start())
+        # The smoke plan starts the floor at once (it needs no cluster) and waits for it with the
+        # servers of ours; otherwise it is ready before anything else starts.
+        servers.append(floor.spawn(pinned=False) if plan.servers_at_once else floor.start())
         started = time.monotonic()
         cluster = stack.enter_context(bench.cluster(namespaces))
         bench.log(f"API server up with {namespaces} namespaces in {time.monotonic() - started:.1f} s")
@@ -360,15 +365,17 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                     if count < len(registry.RULES)}
         started, before = time.monotonic(), cluster.counts()
         ours = bench.ours(cluster)
-        spawned = [ours, *variants.values(), *([floor] if plan.servers_at_once else [])]
+        spawned = [ours, *variants.values()]
         servers += [server.spawn(pinned=not plan.servers_at_once) for server in spawned]
         ours.wait_until_ready()
         sync_seconds = time.monotonic() - started
-        for server in spawned:
+        for server in [*spawned, *([floor] if plan.servers_at_once else [])]:
             server.wait_until_ready()
             server.pin()
-        # The watches one replica opens: every server of ours started here opens the same kinds.
-        watches = bench.settle(cluster, before, plan.settle_seconds) // (1 + len(variants))
+        # The watches one replica opens: every server of ours started here opens the same kinds,
+        # one watch per kind per worker (the benchmark cluster serves every kind).
+        opened = bench.settle(cluster, before, plan.settle_seconds, at_least=len(KINDS) * bench.workers * len(spawned))
+        watches = opened // len(spawned)
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -504,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a quick run: every table, small sizes, short windows")
     size.add_argument("--smoke", action="store_true", help="the test suite's: every table once, tiny sizes, "
-                                                           "windows of 0.05 s (the numbers mean nothing)")
+                                                           "windows of 0.02 s (the numbers mean nothing)")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "
                                                   "alternating order (default 3; quick 2)")
