@@ -14,9 +14,11 @@ like; ``--no-pin`` lets the scheduler place everything.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -77,7 +79,7 @@ QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100
 # The numbers mean nothing.
 SMOKE = Plan(seconds=0.02, warmup=0.01, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
              layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
-             servers_at_once=True, settle_seconds=0.1, lead=0.02)
+             servers_at_once=True, settle_seconds=0.1, lead=0.01)
 
 
 def describe_tree(tree: Path) -> str:
@@ -301,28 +303,29 @@ _DESCRIPTIONS: dict[tuple[int, bytes], str] = {}
 
 
 def describe(server: ServerProcess, load: list[Payload]) -> str:
-    """What the server answers to each payload, checked once: a broken answer stops the run."""
+    """What the server answers to each payload, checked once: a broken answer stops the run.
+    The payloads not checked yet are sent over one kept-alive connection, closed again after."""
     notes = set()
-    for payload in load:
-        key = (server.port, payload.body)
-        if key not in _DESCRIPTIONS:
-            _DESCRIPTIONS[key] = _answer(server, payload)
-        notes.add(_DESCRIPTIONS[key])
+    connection: http.client.HTTPSConnection | None = None
+    try:
+        for payload in load:
+            key = (server.port, payload.body)
+            if key not in _DESCRIPTIONS:
+                if connection is None:
+                    connection = http.client.HTTPSConnection(
+                        "127.0.0.1", server.port, timeout=30, context=ssl.create_default_context(cafile=str(server.ca_file)))
+                _DESCRIPTIONS[key] = _answer(server, payload, connection)
+            notes.add(_DESCRIPTIONS[key])
+    finally:
+        if connection is not None:
+            connection.close()
     return "; ".join(sorted(notes))
 
 
-def _answer(server: ServerProcess, payload: Payload) -> str:
-    import http.client
-    import ssl
-
-    connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30,
-                                             context=ssl.create_default_context(cafile=str(server.ca_file)))
-    try:
-        connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
-        reply = connection.getresponse()
-        status, body = reply.status, reply.read()
-    finally:
-        connection.close()
+def _answer(server: ServerProcess, payload: Payload, connection: http.client.HTTPSConnection) -> str:
+    connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
+    reply = connection.getresponse()
+    status, body = reply.status, reply.read()
     sent = json.loads(payload.body)
     answer = json.loads(body) if status == 200 else {}
     response = answer.get("response") or {}
