@@ -58,6 +58,7 @@ class Plan:
     payloads_per_endpoint: int | None  # in the per-payload table; None: all
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
     concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
+    row_concurrency: int = 8  # of every other table's rows (the layouts' second column is at 32)
     at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
     # Start the floor and every server of ours side by side, unpinned, and pin them once they are
     # ready: starting them takes every CPU (timings of start-up mean nothing then).
@@ -75,10 +76,11 @@ QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100
              layouts=(), payloads_per_endpoint=1, pairs=2)
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
 # one with no rules) and one cluster, whose size is the only namespaces row; the waits around
-# start-up and windows cut short (a window of 0.02 s: every client measures one request at least).
-# The numbers mean nothing.
+# start-up and windows cut short (a window of 0.02 s: every client measures one request at least),
+# two clients per window rather than 8 (each window opens fewer connections and waits for fewer
+# first requests). The numbers mean nothing.
 SMOKE = Plan(seconds=0.02, warmup=0.01, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
-             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
+             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(2,), row_concurrency=2, at_least_one=True,
              servers_at_once=True, settle_seconds=0.1, lead=0.01)
 
 
@@ -407,14 +409,16 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                 every = examples[:-1] + bodies.trainjob_payloads(endpoint, target) + examples[-1:]
                 chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
                 for payload in chosen:
-                    report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))
+                    report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload],
+                                                         plan.row_concurrency))
             relist = bodies.relist_conversion(target)
-            report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist], 8))
+            report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist],
+                                                 plan.row_concurrency))
 
         worker_counts = plan.worker_counts if "workers" in tables else ()
         for payload in bodies.worker_count_payloads(target, worker_counts):
             describe(ours, [payload])
-            stats = bench.measure(ours, [payload], 8, cluster)
+            stats = bench.measure(ours, [payload], plan.row_concurrency, cluster)
             report.worker_counts.append({"label": payload.name, "stats": asdict(stats)})
 
         rss, pss = worker_memory(ours)
@@ -427,13 +431,13 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         for count in plan.rule_counts if "rules" in tables else ():
             if count >= len(registry.RULES):  # every rule: what the main server serves already
                 describe(ours, main_load)
-                stats = bench.measure(ours, main_load, 8, cluster)
+                stats = bench.measure(ours, main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
                 continue
             if count in variants:
                 describe(variants[count], main_load)
-                stats = bench.measure(variants[count], main_load, 8, cluster)
+                stats = bench.measure(variants[count], main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
                 continue
@@ -441,7 +445,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
                 bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
-                stats = bench.measure(variant, main_load, 8, cluster)
+                stats = bench.measure(variant, main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
 
@@ -450,7 +454,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
                 opened = bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
-                c8 = bench.measure(variant, main_load, 8, cluster)
+                c8 = bench.measure(variant, main_load, plan.row_concurrency, cluster)
                 c32 = bench.measure(variant, main_load, 32, cluster)
                 rss, _ = worker_memory(variant)
                 report.layouts.append({"label": f"{workers} x {threads}", "stats": asdict(c8),
@@ -486,7 +490,7 @@ def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:
 def namespace_row(bench: Bench, ours: ServerProcess, cluster: Cluster, load: list[Payload], size: int,
                   sync_seconds: float, watches: int) -> dict[str, Any]:
     describe(ours, load)
-    stats = bench.measure(ours, load, 8, cluster)
+    stats = bench.measure(ours, load, bench.plan.row_concurrency, cluster)
     rss, _ = worker_memory(ours)
     bench.log(f"{size} namespaces: {stats.throughput:.0f} req/s, p50 {stats.p50_ms:.2f} ms, p99 {stats.p99_ms:.2f} ms")
     return {"label": f"{size:,}", "stats": asdict(stats), "sync_seconds": round(sync_seconds, 1),
@@ -514,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a quick run: every table, small sizes, short windows")
     size.add_argument("--smoke", action="store_true", help="the test suite's: every table once, tiny sizes, "
-                                                           "windows of 0.02 s (the numbers mean nothing)")
+                                                           "two clients, windows of 0.02 s (the numbers mean nothing)")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "
                                                   "alternating order (default 3; quick 2)")
