@@ -205,7 +205,7 @@ RULE_SPECS = st.lists(st.tuples(st.booleans(), st.lists(ACTIONS, max_size=2).map
                                 st.sampled_from([False, False, False, True]), ACTIONS), max_size=6)
 
 
-@settings(max_examples=200)
+@settings(max_examples=min(settings.default.max_examples, 200))
 @given(RULE_SPECS, st.booleans(), st.booleans(), ACTIONS)
 def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_action):
     rules = [Scripted(f"r{i}", cluster, ceilings, fails) for i, (cluster, ceilings, fails, _) in enumerate(specs)]

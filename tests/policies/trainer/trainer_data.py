@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,15 @@ CRDS = DATA / "crds"
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+    return copy.deepcopy(_parsed(path))
+
+
+@cache
+def _parsed(path: Path) -> list[dict[str, Any]]:
+    """Each file parsed once a run, with libyaml where PyYAML has it: the CRDs among these files
+    (megabytes) took the pure-Python parser seconds each time ``mpi_runtimes`` was called."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(path.read_text(), Loader=loader) if isinstance(doc, dict)]  # noqa: S506 - safe
 
 
 def mpi_runtimes() -> dict[str, dict[str, Any]]:
