@@ -6,9 +6,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from testing.reference_data import TRAINER
+from testing.reference_data import TRAINER, load_yaml_documents
 
 DATA = TRAINER
 RUNTIMES = DATA / "runtimes"
@@ -21,10 +19,9 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 @cache
 def _parsed(path: Path) -> list[dict[str, Any]]:
-    """Each file parsed once a run, with libyaml where PyYAML has it: the CRDs among these files
-    (megabytes) took the pure-Python parser seconds each time ``mpi_runtimes`` was called."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [doc for doc in yaml.load_all(path.read_text(), Loader=loader) if isinstance(doc, dict)]  # noqa: S506 - safe
+    """Each file parsed once a run: ``mpi_runtimes`` reads the CRDs among these files (megabytes)
+    every time it is called."""
+    return [doc for doc in load_yaml_documents(path) if isinstance(doc, dict)]
 
 
 def mpi_runtimes() -> dict[str, dict[str, Any]]:
