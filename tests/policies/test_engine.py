@@ -223,3 +223,10 @@ def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_
         assert (verdict.denials, verdict.warnings, verdict.audits) == \
             (by_action[Action.DENY], by_action[Action.WARN], by_action[Action.AUDIT])
         assert verdict.allowed is (expected.error is None and not by_action[Action.DENY])
+
+
+def test_an_mpijob_is_not_given_the_rules_about_a_trainjobs_runtime():
+    from policies import registry
+
+    assert [r.id for r in engine.default_rules()] == [r.id for r in registry.RULES if r.id != "training-runtime"]
+    assert "training-runtime" in [r.id for r in registry.TRAINJOB_RULES]
