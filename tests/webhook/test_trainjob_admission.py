@@ -136,6 +136,35 @@ def test_field_values_are_refused_with_422_and_the_trainjobs_paths(shape, traine
         assert message.startswith(start), message
 
 
+AUTO_ON_V2_1 = (
+    '[training-runtime] Invalid value: "auto": must be a whole number on an MPI runtime ("auto", "cpu" and "gpu" '
+    'choose processes on torch runtimes only): the Trainer controller would read "auto" as 0 ranks per node, and '
+    "the Trainer's own webhook refuses it; set spec.trainer.numProcPerNode to the MPI ranks per node, or leave it "
+    "out for the runtime's")
+AUTO_ON_V2_3 = (
+    '[training-runtime] Invalid value: "auto": must be an integer, not a string: from Trainer v2.2 on, '
+    "spec.trainer.numProcPerNode is an int32 and the API server refuses a string; set spec.trainer.numProcPerNode "
+    "to the MPI ranks per node, or leave it out for the runtime's")
+
+
+@pytest.mark.parametrize(("shape", "message"), [("v2.1", AUTO_ON_V2_1), ("v2.3", AUTO_ON_V2_3)])
+def test_a_string_num_proc_per_node_is_quoted_as_written(shape, message):
+    # The controller reads "auto" as 0 (IntOrString.IntValue): the answer names what the user
+    # wrote, once, not the 0 that slots-per-worker would see
+    response, _ = validate(trainjob(numNodes=3, numProcPerNode="auto"), shape)
+    assert response["status"]["code"] == 422
+    assert causes(response) == [("spec.trainer.numProcPerNode", message)]
+
+
+def test_a_numeric_string_num_proc_per_node_is_its_number_on_v2_1_and_a_type_error_on_v2_3():
+    assert validate(trainjob(numNodes=3, numProcPerNode="4"), "v2.1")[0]["allowed"] is True
+    over = causes(validate(trainjob(numNodes=3, numProcPerNode="12"), "v2.1")[0])
+    assert over == [("spec.trainer.numProcPerNode", "[slots-per-worker] Invalid value: 12: numProcPerNode must be "
+                     "between 1 and 8 (asked 12); set spec.trainer.numProcPerNode to 8, and use more nodes for more ranks")]
+    (typed,) = causes(validate(trainjob(numNodes=3, numProcPerNode="4"), "v2.3")[0])
+    assert typed[1].startswith('[training-runtime] Invalid value: "4": must be an integer, not a string')
+
+
 @SHAPES
 def test_gpus_per_node_name_resources_per_node(shape):
     response, _ = validate(trainjob(numNodes=3, resourcesPerNode={"limits": {GPU: 32}}), shape)
