@@ -292,6 +292,18 @@ def test_a_limit_range_maximum_bounds_gpus_per_node():
     assert all(f == "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]" for f, _ in causes(response))
 
 
+@SHAPES
+def test_a_limit_range_problem_of_resources_per_node_is_said_once_in_nodes(shape):
+    # resourcesPerNode reaches the launcher's and the node pods' container node (runLauncherAsNode):
+    # one field, one problem, one cause; and more *nodes* is the TrainJob's way to more in total
+    view = cluster(shape, ranges={"team-a": [limit_range("cpu-max", {"type": "Container", "max": {"cpu": "16"}})]})
+    response, _ = validate(trainjob(numNodes=3, resourcesPerNode={"limits": {"cpu": "64"}}), shape, view)
+    assert response["status"]["code"] == 403
+    assert causes(response) == [("spec.trainer.resourcesPerNode.limits[cpu]", "[limit-range] LimitRange cpu-max allows "
+                                 "at most cpu 16 per container, but container node asks 64; lower it to 16 and use "
+                                 "more nodes for more in total")]
+
+
 def test_node_fit_uses_the_runtimes_and_patches_node_selectors():
     view = cluster(node_list=[node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a100"})])
     job = trainjob(numNodes=3, resourcesPerNode={"limits": {GPU: 2}})
