@@ -154,6 +154,11 @@ CASES: dict[str, Case] = {
         "warn", "node-fit", f"{NODE_PATCH_AT[shape]}: no node can ever run a node pod: no label pool=h100 on 1 of 1 "
         "node; fix its nodeSelector, affinity or tolerations")],
         cluster=(node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a100"}),)),
+    "node-fit-size": Case(job(numNodes=3, numProcPerNode=1, resourcesPerNode={"limits": {GPU: 16}}), same(*(
+        ("warn", "node-fit", f"spec.trainer.resourcesPerNode: no matching node can hold a {pod} pod ({GPU} 16); "
+         f"largest of 1 matching: gpu-1 with {GPU} 8; use more, smaller pods or larger nodes")
+        for pod in ("launcher", "node"))),
+        cluster=(node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}),)),
     "kueue-queue": Case(labelled({QUEUE: "nope"}, numNodes=3), same((
         "warn", "kueue-queue", f'metadata.labels[{QUEUE}]: LocalQueue "nope" does not exist in namespace team-a '
         "(LocalQueues here: other); Kueue would keep the job suspended with no visible reason; set the label to one "
