@@ -36,6 +36,8 @@ DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 # The Trainer controller leaves TrainJobs with this spec.managedBy to MultiKueue: no pods here.
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 KUEUE_MANAGER = "kueue.x-k8s.io/manager"  # the manager of Kueue's own runtimePatches entry
+# The label Kueue (0.16 and before, on Trainer v2.1) puts on each podTemplateOverrides entry of its own
+KUEUE_POD_SET = "kueue.x-k8s.io/podset"
 
 Obj = Mapping[str, Any]
 

@@ -365,6 +365,45 @@ def test_kueues_admission_is_never_blocked():
     assert decision.reason == "kueue-admission"
 
 
+PODSET = "kueue.x-k8s.io/podset"  # the label Kueue (0.16, Trainer v2.1) puts on its own overrides
+
+
+def kueue_v2_1_overrides(**pod_spec: Any) -> list[dict]:
+    """The podTemplateOverrides entries Kueue 0.16 appends when it admits a v2.1 TrainJob: one
+    per pod set, labelled with the pod set's name."""
+    return [{"targetJobs": [{"name": name}], "metadata": {"labels": {PODSET: name}}, "spec": dict(pod_spec)}
+            for name in ("launcher", "node")]
+
+
+def test_kueues_admission_of_a_v2_1_trainjob_is_never_blocked():
+    # On v2.1 Kueue writes its flavor's node selector as podTemplateOverrides entries of its own
+    # (while suspended), then flips suspend: neither update may be refused, even when a rule the
+    # admin made strict would refuse the selector it writes
+    view = cluster("v2.1", node_list=[node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a"})])
+    strict = settings("v2.1").with_rule("node-fit", action=Action.DENY)
+    user_override = {"targetJobs": [{"name": "node"}], "spec": {"serviceAccountName": "trainer"}}
+    old = trainjob(numNodes=3)
+    old["spec"].update(suspend=True, podTemplateOverrides=[user_override])
+    placed = copy.deepcopy(old)
+    placed["spec"]["podTemplateOverrides"] += kueue_v2_1_overrides(nodeSelector={"pool": "h100"})
+    response, decision = validate(placed, "v2.1", view, strict, operation="UPDATE", old=old)
+    assert response == {"uid": response["uid"], "allowed": True}
+    assert decision.reason == "kueue-admission"
+    started = copy.deepcopy(placed)
+    started["spec"]["suspend"] = False
+    response, decision = validate(started, "v2.1", view, strict, operation="UPDATE", old=placed)
+    assert response["allowed"] is True and decision.reason == "kueue-admission"
+    # Kueue stopping the job removes its entries again and suspends it
+    response, decision = validate(old, "v2.1", view, strict, operation="UPDATE", old=started)
+    assert response["allowed"] is True and decision.reason == "kueue-admission"
+    # the same selector in an entry of the user's own is checked
+    users = copy.deepcopy(old)
+    users["spec"]["podTemplateOverrides"].append({"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "h100"}}})
+    response, decision = validate(users, "v2.1", view, strict, operation="UPDATE", old=old)
+    assert response["allowed"] is False and decision.reason == "checked"
+    assert causes(response)[0][0] == "spec.podTemplateOverrides[1].spec"
+
+
 def test_status_writes_are_not_checked():
     job = trainjob(numNodes=500)
     response, decision = validate(job, operation="UPDATE", old=job, sub_resource="status")
