@@ -26,6 +26,7 @@ from policies.config.reader import parse_policy
 from policies.messages import WARNING_LIMIT
 from policies.registry import MUTATION_IDS, TRAINJOB_RULES
 from testing.app_client import webhook
+from testing.builders import mpijob
 from testing.kube_objects import limit_range, local_queue, node, resource_quota
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
 from webhook.cli import main
@@ -91,6 +92,14 @@ def node_pod_patch(pod_spec: dict[str, Any], **trainer: Any) -> Callable[[str], 
     return build
 
 
+def multikueue(**trainer: Any) -> Callable[[str], dict[str, Any]]:
+    def build(shape: str) -> dict[str, Any]:
+        made = trainjob(**trainer)
+        made["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+        return made
+    return build
+
+
 NODE_PATCH_AT = {"v2.1": "spec.podTemplateOverrides[0].spec",
                  "v2.3": "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"}
 
@@ -150,6 +159,25 @@ CASES: dict[str, Case] = {
         "reduce spec.trainer.numNodes to 3 to fit now; 2. wait for running workloads in team-a to finish; 3. ask your "
         f"cluster administrator to raise requests.{GPU} in ResourceQuota gpus")), 403,
         (resource_quota("gpus", {f"requests.{GPU}": 10}, {f"requests.{GPU}": 4}),)),
+    # TrainJobs and MPIJobs accepted but not started yet take from the same quota
+    "resource-quota-in-flight": Case(job(numNodes=3, resourcesPerNode={"limits": {GPU: 2}}), same((
+        "deny", "resource-quota", "spec.trainer.numNodes: train does not fit the namespace quota now: ResourceQuota "
+        f"gpus: requests.{GPU} requested 6 (launcher 2 + 2 nodes × 2), hard 8, used 0 + 5 for jobs accepted but not "
+        "started yet (TrainJob earlier, pi), available 3. Suggestions: 1. wait for running workloads in team-a to "
+        f"finish; 2. ask your cluster administrator to raise requests.{GPU} in ResourceQuota gpus")), 403,
+        (resource_quota("gpus", {f"requests.{GPU}": 8}),
+         mpijob("pi", workers=2, worker_resources={"limits": {"cpu": 1, "memory": "1Gi", GPU: 1}}, namespace="team-a"),
+         trainjob(name="earlier", numNodes=3, resourcesPerNode={"limits": {GPU: 1}}))),
+    # its pods run in another cluster: nothing of this one is read (the quota would refuse it) ...
+    "multikueue-not-checked-against-this-cluster": Case(
+        multikueue(numNodes=4, resourcesPerNode={"limits": {GPU: 2}}), same(),
+        cluster=(resource_quota("gpus", {f"requests.{GPU}": 1}),)),
+    # ... but what does not depend on the cluster is
+    "multikueue-checked-otherwise": Case(multikueue(numNodes=120), same((
+        "deny", "worker-count", "spec.trainer.numNodes: Invalid value: 120: at most 100 nodes besides the launcher's "
+        "are allowed (asked 120: 119 besides the launcher's node); set spec.trainer.numNodes to 101 or fewer, and give "
+        "each node more slots or GPUs if you need the ranks")), 422,
+        (resource_quota("gpus", {f"requests.{GPU}": 1}),)),
     "node-fit": Case(node_pod_patch({"nodeSelector": {"pool": "h100"}}, numNodes=3), lambda shape: [(
         "warn", "node-fit", f"{NODE_PATCH_AT[shape]}: no node can ever run a node pod: no label pool=h100 on 1 of 1 "
         "node; fix its nodeSelector, affinity or tolerations")],
@@ -270,6 +298,43 @@ def test_through_check(name: str, shape: str, tmp_path: Path) -> None:
 def test_every_rule_a_trainjob_gets_has_a_case() -> None:
     covered = {rule for case in CASES.values() for shape in SHAPES for _, rule, _ in case.expected(shape)}
     assert covered == {rule.id for rule in TRAINJOB_RULES}
+
+
+# --- which TrainJobs -----------------------------------------------------------------------
+
+def torch_policy(rt: dict[str, Any]) -> None:
+    rt["spec"]["mlPolicy"] = {"numNodes": 1, "torch": {}}
+
+
+def renamed(rt: dict[str, Any]) -> None:
+    rt["metadata"]["name"] = "another-runtime"
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_trainjob_on_a_runtime_that_is_not_mpi_is_left_untouched(shape: str, tmp_path: Path) -> None:
+    case = Case(lambda shape: trainjob(name="x" * 60, numNodes=500), same(), edit_runtime=torch_policy)
+    for endpoint in ("/validate", "/mutate"):
+        response = through_webhook(case, shape, endpoint)
+        assert response == {"uid": response["uid"], "allowed": True}
+    code, result = through_check(case, shape, tmp_path)
+    assert (code, result["decision"], result["reason"], result["findings"], result["warnings"], result["mutations"]) \
+        == (0, "admitted", "not-mpi-runtime", [], [], {"applied": [], "patch": []})
+
+
+UNKNOWN_RUNTIME = (f"spec.runtimeRef.name: {RUNTIME} is not known to the webhook: it is not created yet, or its watch "
+                   "cache is behind; the TrainJob was not checked (worker count, slots, GPUs, quota, node fit)")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize(("policy", "action"), [("", "warn"), ("clusterUnavailable: deny\n", "deny")])
+def test_a_runtime_not_known_is_the_cluster_state_case(shape: str, policy: str, action: str, tmp_path: Path) -> None:
+    case = Case(job(numNodes=500), same(("deny" if action == "deny" else "warn", "cluster-state", UNKNOWN_RUNTIME)),
+                403 if action == "deny" else None, (local_queue("gpu"),), edit_runtime=renamed, policy=policy)
+    response = through_webhook(case, shape)
+    assert webhook_lines(response) == case.expected(shape)
+    assert response.get("status", {}).get("code") == case.code
+    code, result = through_check(case, shape, tmp_path)
+    assert (code, check_lines(result)) == (1 if action == "deny" else 0, case.expected(shape))
 
 
 # --- mutations ------------------------------------------------------------------------------
