@@ -339,15 +339,29 @@ def test_multikueue_trainjobs_get_only_the_checks_that_do_not_depend_on_this_clu
 
 # --- UPDATE ---------------------------------------------------------------------------------
 
-def test_an_update_that_keeps_an_existing_problem_is_not_blocked_by_it():
+@SHAPES
+def test_an_update_that_keeps_an_existing_problem_is_not_blocked_by_it(shape):
+    # a change of the spec that is neither Kueue's nor a no-op: the user adds a toleration with
+    # a patch of their own (v2.2+ keeps spec.trainer immutable, v2.1 still lets it change)
     old = trainjob(numNodes=150)
     new = copy.deepcopy(old)
-    new["spec"]["suspend"] = True
-    response, _ = validate(new, operation="UPDATE", old=old)
-    assert response["allowed"] is True
+    toleration = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    if shape == "v2.1":
+        new["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "spec": toleration}]
+    else:
+        new["spec"]["runtimePatches"] = [{"manager": "example.com/team", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": toleration}}}}]}}}}]
+    response, decision = validate(new, shape, operation="UPDATE", old=old)
+    assert response["allowed"] is True and decision.reason == "checked"
+    (kept,) = decision.verdict.outcomes
+    assert (kept.finding.rule, kept.finding.path, kept.action) == ("worker-count", "spec.trainer.numNodes", Action.AUDIT)
     worse = copy.deepcopy(old)
     worse["spec"]["trainer"]["numNodes"] = 160
-    assert validate(worse, operation="UPDATE", old=old)[0]["allowed"] is False
+    refused, _ = validate(worse, shape, operation="UPDATE", old=old)
+    assert causes(refused) == [("spec.trainer.numNodes", "[worker-count] Invalid value: 160: at most 100 nodes besides "
+                                "the launcher's are allowed (asked 160: 159 besides the launcher's node); set "
+                                "spec.trainer.numNodes to 101 or fewer, and give each node more slots or GPUs if you "
+                                "need the ranks")]
 
 
 def test_kueues_admission_is_never_blocked():
