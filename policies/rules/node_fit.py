@@ -238,7 +238,7 @@ class NodeFit:
             for resource in unknown:
                 if resource not in missing_reported:
                     missing_reported.add(resource)
-                    source = pod.template_at
+                    source = _sized_at(pod, (resource,)) or pod.template_at
                     yield Finding(
                         self.id, source.finding_path,
                         source.said(f"{resource} is requested but no node in the cluster advertises it; is its "
@@ -299,8 +299,8 @@ class NodeFit:
 
 def _sized_at(pod: PodResources, short: Sequence[str]) -> Source | None:
     """Where the pod's size was written when that is not its template: a TrainJob's
-    ``spec.trainer.resourcesPerNode``, when a container takes from it a resource no node has
-    enough of (the runtime's pod template did not ask for it); None for an MPIJob's pods."""
+    ``spec.trainer.resourcesPerNode``, when a container takes from it one of the resources
+    ``short`` (no node has enough, or none has any); None for an MPIJob's pods."""
     for container in pod.containers:
         if container.resources_at is not None and any(r in container.requests or r in container.limits for r in short):
             return container.resources_at

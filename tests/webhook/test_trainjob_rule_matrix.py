@@ -187,6 +187,10 @@ CASES: dict[str, Case] = {
          f"largest of 1 matching: gpu-1 with {GPU} 8; use more, smaller pods or larger nodes")
         for pod in ("launcher", "node"))),
         cluster=(node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}),)),
+    "node-fit-resource-nowhere": Case(job(numNodes=3, resourcesPerNode={"limits": {GPU: 2}}), same((
+        "warn", "node-fit", f"spec.trainer.resourcesPerNode: {GPU} is requested but no node in the cluster advertises "
+        "it; is its device plugin (e.g. the GPU operator) installed, and is the resource name spelled right?")),
+        cluster=(node("cpu-1", {"cpu": "32", "memory": "256Gi"}),)),
     "kueue-queue": Case(labelled({QUEUE: "nope"}, numNodes=3), same((
         "warn", "kueue-queue", f'metadata.labels[{QUEUE}]: LocalQueue "nope" does not exist in namespace team-a '
         "(LocalQueues here: other); Kueue would keep the job suspended with no visible reason; set the label to one "
