@@ -141,7 +141,7 @@ def test_a_mismatch_hint_from_the_runtime_keeps_the_image_names_readable():
     # the runtime's long field path would leave the names a few characters ("g…1", "g…2"): the
     # runtime is named without it, and only the long name is shortened, to fit 256 characters
     assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "ghcr.io/example/mpi:1", '
-                       f'workers run "ghcr.io/example/{"m" * 10}…{"m" * 24}:2": ranks may hit an MPI ABI mismatch; '
+                       f'nodes run "ghcr.io/example/{"m" * 11}…{"m" * 25}:2": ranks may hit an MPI ABI mismatch; '
                        "use one image for both, pinned by digest")
     assert len(finding) <= 256
 
@@ -149,7 +149,7 @@ def test_a_mismatch_hint_from_the_runtime_keeps_the_image_names_readable():
 def test_a_mismatch_hint_from_the_runtime_with_short_names_still_fits():
     (finding,) = run(ImageReference(), trainjob_like(image="a:1", worker_image="b:2"))
     # even 3-character names leave no room for the runtime's field path in 256 characters
-    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "a:1", workers run "b:2": ranks may hit '
+    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "a:1", nodes run "b:2": ranks may hit '
                        "an MPI ABI mismatch; use one image for both, pinned by digest")
 
 

@@ -254,7 +254,7 @@ def test_the_image_mismatch_hint_names_both_images_of_the_usual_runtime(tmp_path
     assert finding == {
         "rule": "image-reference", "action": "warn", "path": "spec.runtimeRef.name",
         "message": '[image-reference] spec.runtimeRef.name: ClusterTrainingRuntime deepspeed-distributed: launcher '
-                   'runs "example.com/train:1", workers run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
+                   'runs "example.com/train:1", nodes run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
                    "ranks may hit an MPI ABI mismatch; use one image for both, pinned by digest"}
 
 

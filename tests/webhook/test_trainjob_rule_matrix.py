@@ -135,6 +135,11 @@ CASES: dict[str, Case] = {
     "image-reference": Case(job(numNodes=3, image="registry.example.com/team/train:"), same((
         "deny", "image-reference", 'spec.trainer.image: Invalid value: "registry.example.com/team/train:": not a valid '
         "image reference: it ends in ':' with no tag after it; add the tag or remove the ':'")), 422),
+    # spec.trainer.image reaches the launcher only: the node pods keep the runtime's image
+    "image-reference-mismatch": Case(job(numNodes=3, image="example.com/train:1"), same((
+        "warn", "image-reference", f'spec.runtimeRef.name: {RUNTIME}: launcher runs "example.com/train:1", nodes run '
+        '"ghcr.io/kubeflow/trainer/deepspeed-runtime": ranks may hit an MPI ABI mismatch; use one image for both, '
+        "pinned by digest"))),
     "limit-range": Case(job(numNodes=3, resourcesPerNode={"requests": {"memory": "1Mi"}}), same((
         "deny", "limit-range", "spec.trainer.resourcesPerNode.requests[memory]: LimitRange mem-min requires at least "
         "memory 1Gi per container, but container node requests 1Mi; raise the request to 1Gi")), 403,
