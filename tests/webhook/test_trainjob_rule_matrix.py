@@ -152,12 +152,22 @@ CASES: dict[str, Case] = {
         (resource_quota("gpus", {f"requests.{GPU}": 6}),)),
     "resource-quota-queued": Case(labelled({QUEUE: "gpu"}, numNodes=4, resourcesPerNode={"limits": {GPU: 2}}), same((
         "warn", "resource-quota", f"spec.trainer.numNodes: needs requests.{GPU} 8 (launcher 2 + 3 nodes × 2) but "
-        "ResourceQuota gpus has 6 of 10 free; its pods will wait until the quota has room, or use 2 nodes")),
+        "ResourceQuota gpus has 6 of 10 free; its pods will wait until the quota has room, or set "
+        "spec.trainer.numNodes to 3")),
         cluster=(resource_quota("gpus", {f"requests.{GPU}": 10}, {f"requests.{GPU}": 4}), local_queue("gpu"))),
     "resource-quota-suspended": Case(suspended(numNodes=4, resourcesPerNode={"limits": {GPU: 2}}), same((
         "warn", "resource-quota", f"spec.trainer.numNodes: needs requests.{GPU} 8 (launcher 2 + 3 nodes × 2) but "
-        "ResourceQuota gpus has 6 of 10 free; its pods will wait until the quota has room, or use 2 nodes")),
+        "ResourceQuota gpus has 6 of 10 free; its pods will wait until the quota has room, or set "
+        "spec.trainer.numNodes to 3")),
         cluster=(resource_quota("gpus", {f"requests.{GPU}": 10}, {f"requests.{GPU}": 4}),)),
+    # the most that can ever fit, as the number to write in numNodes (the launcher is one of them)
+    "resource-quota-ever": Case(job(numNodes=5, resourcesPerNode={"limits": {GPU: 2}}), same((
+        "deny", "resource-quota", "spec.trainer.numNodes: train needs more than the namespace quota allows in total, "
+        f"so it can never run as is: ResourceQuota gpus: requests.{GPU} requested 10 (launcher 2 + 4 nodes × 2), hard "
+        "8, used 4, available 4. Suggestions: 1. spec.trainer.numNodes can be at most 4 to ever fit this quota; 2. "
+        f"wait for running workloads in team-a to finish; 3. ask your cluster administrator to raise requests.{GPU} "
+        "in ResourceQuota gpus")), 403,
+        (resource_quota("gpus", {f"requests.{GPU}": 8}, {f"requests.{GPU}": 4}),)),
     "resource-quota-not-queued": Case(job(numNodes=4, resourcesPerNode={"limits": {GPU: 2}}), same((
         "deny", "resource-quota", "spec.trainer.numNodes: train does not fit the namespace quota now: ResourceQuota "
         f"gpus: requests.{GPU} requested 8 (launcher 2 + 3 nodes × 2), hard 10, used 4, available 6. Suggestions: 1. "
