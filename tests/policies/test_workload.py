@@ -122,8 +122,8 @@ def test_gpus_written_in_resources_per_node_are_reported_there_for_launcher_and_
         "[gpus-per-worker] spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: 32: the launcher pod "
         "(it runs ranks too) may use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod",
         "[gpus-per-worker] spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: 32: a node pod may "
-        "use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total use "
-        "4 nodes with 16 each",
+        "use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total over "
+        "the node pods set spec.trainer.numNodes to 5 with 16 each",
     ]
 
 

@@ -130,8 +130,8 @@ CASES: dict[str, Case] = {
         ("deny", "gpus-per-worker", f"spec.trainer.resourcesPerNode.limits[{GPU}]: Invalid value: 32: the launcher pod "
          f"(it runs ranks too) may use at most 16 {GPU} (asked 32); lower it to 16 or fewer per pod"),
         ("deny", "gpus-per-worker", f"spec.trainer.resourcesPerNode.limits[{GPU}]: Invalid value: 32: a node pod may "
-         f"use at most 16 {GPU} (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total use 4 nodes "
-         "with 16 each")), 422),
+         f"use at most 16 {GPU} (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total over the node "
+         "pods set spec.trainer.numNodes to 5 with 16 each")), 422),
     "image-reference": Case(job(numNodes=3, image="registry.example.com/team/train:"), same((
         "deny", "image-reference", 'spec.trainer.image: Invalid value: "registry.example.com/team/train:": not a valid '
         "image reference: it ends in ':' with no tag after it; add the tag or remove the ':'")), 422),
