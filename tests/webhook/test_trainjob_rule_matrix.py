@@ -100,6 +100,12 @@ def multikueue(**trainer: Any) -> Callable[[str], dict[str, Any]]:
     return build
 
 
+def finished(**trainer: Any) -> dict[str, Any]:
+    made = trainjob(**trainer)
+    made["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return made
+
+
 NODE_PATCH_AT = {"v2.1": "spec.podTemplateOverrides[0].spec",
                  "v2.3": "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"}
 
@@ -183,6 +189,11 @@ CASES: dict[str, Case] = {
         (resource_quota("gpus", {f"requests.{GPU}": 8}),
          mpijob("pi", workers=2, worker_resources={"limits": {"cpu": 1, "memory": "1Gi", GPU: 1}}, namespace="team-a"),
          trainjob(name="earlier", numNodes=3, resourcesPerNode={"limits": {GPU: 1}}))),
+    # ... but one handed to MultiKueue holds nothing here, and finished ones hold nothing any more
+    "resource-quota-in-flight-elsewhere-not-counted": Case(job(numNodes=3, resourcesPerNode={"limits": {GPU: 2}}), same(),
+        cluster=(resource_quota("gpus", {f"requests.{GPU}": 8}),
+                 multikueue(name="elsewhere", numNodes=3, resourcesPerNode={"limits": {GPU: 1}})("v2.3"),
+                 finished(name="done", numNodes=3, resourcesPerNode={"limits": {GPU: 1}}))),
     # its pods run in another cluster: nothing of this one is read (the quota would refuse it) ...
     "multikueue-not-checked-against-this-cluster": Case(
         multikueue(numNodes=4, resourcesPerNode={"limits": {GPU: 2}}), same(),
