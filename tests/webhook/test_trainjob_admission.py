@@ -175,20 +175,22 @@ def test_gpus_per_node_name_resources_per_node(shape):
                                                  "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]"]
 
 
-def test_a_name_longer_than_the_jobset_allows_is_refused_and_44_is_the_limit():
-    assert validate(trainjob(name="a" * 44, numNodes=4))[0]["allowed"] is True
-    response, _ = validate(trainjob(name="a" * 45, numNodes=4))
+@SHAPES
+def test_a_name_longer_than_the_jobset_allows_is_refused_and_44_is_the_limit(shape):
+    assert validate(trainjob(name="a" * 44, numNodes=4), shape)[0]["allowed"] is True
+    response, _ = validate(trainjob(name="a" * 45, numNodes=4), shape)
     ((field, message),) = causes(response)
     assert field == "metadata.name"
     assert "the name may be at most 44 characters: shorten it by 1" in message
     assert f'"{"a" * 45}-launcher-0-0-xxxxx" (64 characters)' in message
 
 
-def test_generate_name_prefixes_are_held_to_the_same_limit():
+@SHAPES
+def test_generate_name_prefixes_are_held_to_the_same_limit(shape):
     job = trainjob(numNodes=4)
     del job["metadata"]["name"]
     job["metadata"]["generateName"] = "b" * 40 + "-"
-    response, _ = validate(job)
+    response, _ = validate(job, shape)
     ((field, message),) = causes(response)
     assert field == "metadata.generateName"
     assert "the prefix may be at most 39 characters: it is too long by 2" in message
@@ -219,10 +221,11 @@ def test_a_runtime_with_several_launchers_is_named():
      "[training-runtime] Unsupported value: \"openmpi-cuda\": ClusterTrainingRuntime openmpi-cuda: "
      "spec.mlPolicy.mpi.mpiImplementation: Intel is not supported"),
 ])
-def test_an_unusable_mpi_runtime_is_named_at_the_runtime_reference(edit, start):
+@SHAPES
+def test_an_unusable_mpi_runtime_is_named_at_the_runtime_reference(edit, start, shape):
     rt = copy.deepcopy(ODH)
     edit(rt)
-    response, _ = validate(trainjob("openmpi-cuda", numNodes=4), view=cluster(runtimes={"openmpi-cuda": rt}))
+    response, _ = validate(trainjob("openmpi-cuda", numNodes=4), shape, view=cluster(shape, runtimes={"openmpi-cuda": rt}))
     runtime_causes = [m for f, m in causes(response) if "[training-runtime]" in m]
     assert len(runtime_causes) == 1 and runtime_causes[0].startswith(start), runtime_causes
     assert all(f == REF for f, m in causes(response) if "[training-runtime]" in m)
