@@ -17,7 +17,7 @@ from policies.config.layered_policy import Policy
 from policies.config.rule_settings import Settings
 from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
-from policies.trainer.api import KUEUE_MANAGER
+from policies.trainer.api import KUEUE_MANAGER, KUEUE_POD_SET
 from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
 from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
@@ -213,19 +213,23 @@ class Admission:
 
     @staticmethod
     def _kueue_admission(req: AdmissionRequest) -> bool:
-        """Kueue admitting or stopping a TrainJob: only its own runtimePatches entry and
-        ``spec.suspend`` changed. Never blocked, or a queued job could never start."""
+        """Kueue admitting or stopping a TrainJob: only its own entries (v2.2+: the
+        ``runtimePatches`` entry of its manager; v2.1, Kueue 0.16 and before: the
+        ``podTemplateOverrides`` entries labelled with their pod set) and ``spec.suspend``
+        changed. Never blocked, or a queued job could never start."""
         old, new = req.old_object, req.object
         if not isinstance(old, Mapping) or not isinstance(new, Mapping):
             return False
         old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
         if not isinstance(old_spec, Mapping) or not isinstance(new_spec, Mapping):
             return False
-        ignored = ("suspend", "runtimePatches")
+        ignored = ("suspend", "runtimePatches", "podTemplateOverrides")
         if {k: v for k, v in old_spec.items() if k not in ignored} != \
                 {k: v for k, v in new_spec.items() if k not in ignored}:
             return False
-        return _without_kueue(old_spec.get("runtimePatches")) == _without_kueue(new_spec.get("runtimePatches"))
+        return _without_kueue(old_spec.get("runtimePatches")) == _without_kueue(new_spec.get("runtimePatches")) \
+            and _without_kueue_overrides(old_spec.get("podTemplateOverrides")) == \
+            _without_kueue_overrides(new_spec.get("podTemplateOverrides"))
 
     # --- shared -----------------------------------------------------------------------------
     def _decide(self, endpoint: str, req: AdmissionRequest,
@@ -317,6 +321,20 @@ class Admission:
             settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
             generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
         )
+
+
+def _without_kueue_overrides(overrides: Any) -> list[Any]:
+    """A v2.1 podTemplateOverrides list without Kueue's entries: those whose metadata labels
+    name a pod set (``kueue.x-k8s.io/podset``, how Kueue finds and removes its own)."""
+    if not isinstance(overrides, list):
+        return [] if overrides is None else [overrides]
+    return [o for o in overrides if not (isinstance(o, Mapping) and _labels_of(o).get(KUEUE_POD_SET))]
+
+
+def _labels_of(override: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = override.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _without_kueue(patches: Any) -> list[Any]:

@@ -199,7 +199,9 @@ def _spread(ctx: RuleContext, workload: Workload, asked: int, allowed: int) -> s
     workers = workload.workers.count
     if not isinstance(workers, int) or workers < 1 or allowed < 1:
         return ""
-    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx), workload.workers.noun)
+    count = workload.workers.count_source
+    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx), workload.workers.noun,
+                              count.path if count.offset else "", count.offset)
 
 
 def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
@@ -212,10 +214,17 @@ def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
     return max(params.min, 1), params.max
 
 
-def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None, noun: str = "worker") -> str:
+def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None, noun: str = "worker",
+                       field: str = "", offset: int = 0) -> str:
+    """How to spread ``total`` over more pods. ``field`` and ``offset``: the field the user writes
+    the pod count in, when it is not the count itself (a TrainJob's ``numNodes`` counts the
+    launcher too with ``runLauncherAsNode``): the advice then gives that field's number."""
     needed = max(-(-total // allowed), fewest)
+    besides = " besides the launcher's" if offset else ""
     if most is not None and needed > most:
-        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, noun)}, "
+        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, noun)}{besides}, "
                 f"{most * allowed} at {allowed} each")
     each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
+    if field:
+        return f", and to keep {total} in total over the {noun} pods set {field} to {needed + offset} with {each} each"
     return f", and to keep {total} in total use {plural(needed, noun)} with {each} each"

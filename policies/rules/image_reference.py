@@ -75,7 +75,8 @@ class ImageReference:
             return None
         source = worker[1].image_source()  # where the workers' image is written
         path = source.finding_path
-        return Finding(self.id, path, _mismatch_message(self.id, path, launcher[0], worker[0], source),
+        return Finding(self.id, path, _mismatch_message(self.id, path, launcher[0], worker[0], source,
+                                                        f"{workload.workers.noun}s"),
                        Problem.POLICY, ceiling=Action.WARN)
 
 
@@ -98,7 +99,8 @@ def _first_image(group: PodGroup) -> tuple[ParsedImage, ContainerRef] | None:
 _READABLE_IMAGE = 24
 
 
-def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage, source: Source) -> str:
+def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: ParsedImage, source: Source,
+                      workers: str = "workers") -> str:
     """Fits one warning line (``[rule] path: message``) in the API server's 256 characters,
     shortening the two image names if it must. An image written in a TrainJob's runtime is
     named with the runtime and its field path; when that path leaves too little room for the
@@ -107,7 +109,7 @@ def _mismatch_message(rule: str, path: str, launcher: ParsedImage, worker: Parse
         return f"{source.origin}: {message}" if source.origin else message
 
     def text(a: str, b: str, said: Callable[[str], str]) -> str:
-        return said(f'launcher runs "{a}", workers run "{b}": ranks may hit an MPI ABI mismatch; '
+        return said(f'launcher runs "{a}", {workers} run "{b}": ranks may hit an MPI ABI mismatch; '
                     "use one image for both, pinned by digest")
 
     names = launcher.short(), worker.short()

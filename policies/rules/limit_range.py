@@ -32,7 +32,9 @@ class LimitRange:
             return []
         limits = namespace_limits(ranges)
         pods = request_pods(ctx)
-        launcher_runs_ranks = request_workload(ctx).launcher_runs_ranks.value
+        workload = request_workload(ctx)
+        launcher_runs_ranks = workload.launcher_runs_ranks.value
+        more = f"use more {workload.workers.noun}s for more in total"  # workers | nodes
         findings: list[Finding] = []
         for pod in pods:
             # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
@@ -40,18 +42,19 @@ class LimitRange:
             runs_ranks = pod.role is Role.WORKER or launcher_runs_ranks
             for container in pod.containers:
                 for item in limits.container_items:
-                    self._bounds(findings, item, container, runs_ranks)
+                    self._bounds(findings, item, container, runs_ranks, more)
             for item in limits.pod_items:
-                self._bounds(findings, item, pod, runs_ranks)
+                self._bounds(findings, item, pod, runs_ranks, more)
             for problem in pod.problems:
                 if problem.defaulted_by:
                     source = problem.container.resource_source(problem.field, problem.resource)
                     findings.append(Finding(self.id, source.finding_path,
                                             source.said(f"container {problem.container.name}: {problem.message}"),
                                             Problem.POLICY))
-        return findings
+        return _once(findings)
 
-    def _bounds(self, findings: list[Finding], item: LimitRangeItem, subject: Subject, runs_ranks: bool) -> None:
+    def _bounds(self, findings: list[Finding], item: LimitRangeItem, subject: Subject, runs_ranks: bool,
+                more: str) -> None:
         """Adds to ``findings`` where ``subject`` (a container for a Container item, a pod for a Pod
         item) is outside ``item``."""
         requests, limits = subject.requests, subject.limits
@@ -92,7 +95,7 @@ class LimitRange:
                     at.child(f"limits[{resource}]"),
                     f"{source} allows at most {resource} {high} {per}, but {where} asks "
                     f"{format_quantity(limit, resource)}; lower it to {high}"
-                    + (" and use more workers for more in total" if item.type == "Container" else "")))
+                    + (f" and {more}" if item.type == "Container" else "")))
             else:
                 findings.append(self._finding(
                     at.child(f"requests[{resource}]"),
@@ -120,6 +123,19 @@ class LimitRange:
     def _finding(self, source: Source, message: str) -> Finding:
         # The API server answers LimitRange violations with 403 Forbidden, like quota.
         return Finding(self.id, source.finding_path, source.said(message), Problem.POLICY)
+
+
+def _once(findings: list[Finding]) -> list[Finding]:
+    """``findings`` without repeats: a TrainJob's ``resourcesPerNode`` is the one field behind
+    the launcher's and the node pods' container ``node`` (``runLauncherAsNode``), so both pods
+    give the same finding word for word. An MPIJob's pods have paths of their own."""
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for finding in findings:
+        if (finding.path, finding.message) not in seen:
+            seen.add((finding.path, finding.message))
+            kept.append(finding)
+    return kept
 
 
 def _words(item: LimitRangeItem, subject: Subject) -> tuple[Source, str, str, str]:

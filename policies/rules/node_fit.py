@@ -22,7 +22,7 @@ from policies.cluster_view import SnapshotMemo
 from policies.messages import fits_warning
 from policies.kube.quantities import format_quantity, is_extended
 from policies.kube.pod_resources import PodResources, parse_resources, request_pods
-from policies.workload import Role
+from policies.workload import Role, Source
 
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -238,7 +238,7 @@ class NodeFit:
             for resource in unknown:
                 if resource not in missing_reported:
                     missing_reported.add(resource)
-                    source = pod.template_at
+                    source = _sized_at(pod, (resource,)) or pod.template_at
                     yield Finding(
                         self.id, source.finding_path,
                         source.said(f"{resource} is requested but no node in the cluster advertises it; is its "
@@ -287,11 +287,24 @@ class NodeFit:
             return (f"{asked}; largest of {len(candidates)} matching: {_node_name(best.node)} with "
                     f"{_list(allocatable, shown)}; use more, smaller pods or larger nodes")
 
+        if not big_enough:  # too big for every node it may go to: the size is the problem
+            source = _sized_at(pod, short) or source
+            path = source.finding_path
         # a warning is cut at 256 characters: name two of the shortfalls, or one if need be
         text = source.said(message(short[:2]))
         if not fits_warning(self.id, path, text):
             text = source.said(message(short[:1]))
         return Finding(self.id, path, text, Problem.POLICY)
+
+
+def _sized_at(pod: PodResources, short: Sequence[str]) -> Source | None:
+    """Where the pod's size was written when that is not its template: a TrainJob's
+    ``spec.trainer.resourcesPerNode``, when a container takes from it one of the resources
+    ``short`` (no node has enough, or none has any); None for an MPIJob's pods."""
+    for container in pod.containers:
+        if container.resources_at is not None and any(r in container.requests or r in container.limits for r in short):
+            return container.resources_at
+    return None
 
 
 _FIX_PLACEMENT = "fix its nodeSelector, affinity or tolerations"

@@ -306,9 +306,11 @@ def _suggestions(ctx: RuleContext, workload: Workload, shortfalls: Sequence[Shor
     if fit.ever is not None and fit.ever < workers:
         if fit.ever >= minimum:
             if fit.ever != fit.now:
-                items.append(f"at most {fit.ever} {noun}s can ever fit this quota")
+                items.append(f"{count.path} can be at most {count.written(fit.ever)} to ever fit this quota"
+                             if count.offset else f"at most {fit.ever} {noun}s can ever fit this quota")
         else:
-            items.append(f"this quota cannot hold even {minimum} {noun}s of this size: use smaller {noun}s")
+            besides = f" besides the {workload.launcher.noun}'s" if count.offset else ""
+            items.append(f"this quota cannot hold even {minimum} {noun}s{besides} of this size: use smaller {noun}s")
     occupied = any(s.used > 0 or s.in_flight > 0 for s in shortfalls)
     later = fit.ever is not None and fit.ever >= minimum and (fit.now is None or fit.now < fit.ever)
     if occupied and (not never or later):
@@ -331,7 +333,11 @@ def _queued_message(rule: str, path: str, workload: Workload, first: Shortfall, 
     need = (f"needs {r} {format_quantity(first.requested, r)} ({_requested(workload, first)}) but ResourceQuota "
             f"{first.quota.name} has {format_quantity(first.available, r)} of {format_quantity(first.hard, r)} free")
     extra = f" (+{more} more)" if more else ""
-    hint = f", or use {fits_now} {workload.workers.noun}s" if fits_now is not None else ""
+    # the number the user writes: with an offset (a TrainJob's launcher counted in numNodes)
+    # it is not the pod count
+    count = workload.workers.count_source
+    hint = "" if fits_now is None else f", or set {count.path} to {count.written(fits_now)}" if count.offset \
+        else f", or use {fits_now} {workload.workers.noun}s"
     for text in (f"{need}{extra}; its pods will wait until the quota has room{hint}",
                  f"{need}{extra}; its pods will wait for room{hint}",
                  f"{need}; its pods will wait for room"):

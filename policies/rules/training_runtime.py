@@ -8,7 +8,9 @@ command and resources) with a container ``node``, and a ``node`` replicated job 
 ``node`` (the worker pods, where ``numNodes`` lands); its ``mpiImplementation`` is one the
 controller supports (OpenMPI; any other fails every reconcile); the TrainJob's
 ``spec.trainer.numNodes`` and ``numProcPerNode``, when set, are at least 1 (Trainer v2.3.0
-accepts 0 and negatives, which make Jobs the API server refuses or a job with no ranks).
+accepts 0 and negatives, which make Jobs the API server refuses or a job with no ranks), and a
+string ``numProcPerNode`` is a number: v2.1's IntOrString ``"auto"`` is for torch runtimes (the
+controller reads it as 0 here), and from v2.2 on the field is an int32.
 How many nodes and slots the admin allows belongs to ``worker-count`` and ``slots-per-worker``;
 a launcher count other than 1 to ``launcher``.
 
@@ -16,14 +18,26 @@ Its parameter ``apiShape`` pins the TrainJob API the cluster serves (``policies.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from policies.interface import Action, Finding, Problem, RuleContext
-from policies.trainer.api import ANCESTOR_LABEL, ANCESTOR_TRAINER, AUTO, LAUNCHER, NODE, OPENMPI, ApiShape, trainer
+from policies.trainer.api import (
+    ANCESTOR_LABEL,
+    ANCESTOR_TRAINER,
+    AUTO,
+    LAUNCHER,
+    NODE,
+    OPENMPI,
+    ApiShape,
+    int_or_string_value,
+    trainer,
+)
 from policies.trainer.effective_job import RUNTIME_JOBS, EffectiveReplicatedJob
 from policies.trainer.trainjob_review import TrainJobReview, review_of
 
 RUNTIME_REF = "spec.runtimeRef.name"
+NUM_PROC_PER_NODE = "spec.trainer.numProcPerNode"
 SHAPES = (AUTO, *(shape.value for shape in ApiShape))
 
 
@@ -103,4 +117,23 @@ class TrainingRuntime:
                     f"must be at least 1: it is the number of {what}, and {value} gives "
                     f"{'Jobs the API server refuses or no worker pods' if field == 'numNodes' else 'no ranks'}; "
                     f"set spec.trainer.{field} to 1 or more", Problem.INVALID, value))
+        asked = job_trainer.get("numProcPerNode")
+        if isinstance(asked, str):
+            findings += self._string_slots(asked, review.shape)
         return findings
+
+    def _string_slots(self, asked: str, shape: ApiShape) -> list[Finding]:
+        """v2.1's IntOrString ``numProcPerNode``: on an MPI runtime only a number means
+        something (the controller reads ``"auto"`` as 0, and upstream's v2.1 webhook refuses any
+        string); from v2.2 on the field is an int32 and a string cannot be stored at all."""
+        fix = f"set {NUM_PROC_PER_NODE} to the MPI ranks per node, or leave it out for the runtime's"
+        if shape.has_runtime_patches:
+            message = (f"must be an integer, not a string: from Trainer v2.2 on, {NUM_PROC_PER_NODE} is an "
+                       f"int32 and the API server refuses a string; {fix}")
+        elif int_or_string_value(asked) is None:
+            message = (f'must be a whole number on an MPI runtime ("auto", "cpu" and "gpu" choose processes on '
+                       f"torch runtimes only): the Trainer controller would read {json.dumps(asked)} as 0 ranks "
+                       f"per node, and the Trainer's own webhook refuses it; {fix}")
+        else:  # "4": the controller runs 4 ranks, and slots-per-worker checks the 4
+            return []
+        return [Finding(self.id, NUM_PROC_PER_NODE, message, Problem.INVALID, asked)]

@@ -12,6 +12,7 @@ nothing and the runtime or the policy file decides (``detect_shape``).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -35,6 +36,8 @@ DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 # The Trainer controller leaves TrainJobs with this spec.managedBy to MultiKueue: no pods here.
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 KUEUE_MANAGER = "kueue.x-k8s.io/manager"  # the manager of Kueue's own runtimePatches entry
+# The label Kueue (0.16 and before, on Trainer v2.1) puts on each podTemplateOverrides entry of its own
+KUEUE_POD_SET = "kueue.x-k8s.io/podset"
 
 Obj = Mapping[str, Any]
 
@@ -93,6 +96,20 @@ def mpi_policy(runtime: Obj) -> Obj | None:
     """The runtime's ``spec.mlPolicy.mpi``; None when the runtime is not an MPI runtime."""
     value = ml_policy(runtime).get("mpi")
     return value if isinstance(value, Mapping) else None
+
+
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi parses
+
+
+def int_or_string_value(value: Any) -> int | None:
+    """An IntOrString as the controller reads it (v2.1's ``numProcPerNode``): a number, or a
+    string Go's ``strconv.Atoi`` parses (``"4"``, not ``" 4"`` nor ``"auto"``); None for any
+    other value, which ``IntOrString.IntValue`` turns into 0."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value):
+        return int(value)
+    return None
 
 
 def is_multikueue(trainjob: Obj) -> bool:

@@ -44,6 +44,7 @@ from policies.trainer.api import (
     Obj,
     RuntimeRef,
     mapping,
+    int_or_string_value,
     ml_policy,
     mpi_policy,
     runtime_ref,
@@ -395,14 +396,8 @@ def _quantity_ceiling(value: Any) -> int:
 def _int_or_string(value: Any) -> int:
     """v2.1's IntOrString ``numProcPerNode`` as the controller reads it (``IntValue``): a
     number, or a string that parses as one, else 0."""
-    if _is_int(value):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return 0
-    return 0
+    number = int_or_string_value(value)
+    return 0 if number is None else number
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

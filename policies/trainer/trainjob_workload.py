@@ -33,6 +33,7 @@ from policies.trainer.api import (
     TRAINJOB,
     TRAINJOBS,
     Obj,
+    int_or_string_value,
     mapping,
     metadata,
     sequence,
@@ -93,7 +94,7 @@ def trainjob_workload(trainjob: Obj, effective: EffectiveJob, namespace: str = "
         generate_name=meta.get("generateName") or "",
         launcher=groups.launcher,
         workers=groups.workers,
-        slots=groups.slots,
+        slots=_readable_slots(trainer(trainjob).get("numProcPerNode"), groups.slots),
         launcher_runs_ranks=groups.launcher_runs_ranks,
         pod_names=groups.pod_names,
         lifecycle=lifecycle(trainjob),
@@ -230,6 +231,15 @@ def _slots(effective: EffectiveJob, origin: str) -> Slots:
         return Slots(effective.slots, _source(written, origin))
     # The controller took the GPU count per node: set numProcPerNode to choose otherwise
     return Slots(effective.slots, _NUM_PROC_PER_NODE)
+
+
+def _readable_slots(asked: object, slots: Slots) -> Slots:
+    """``slots``, but nothing to check when ``numProcPerNode`` is a string the controller cannot
+    read as a number (v2.1's ``"auto"``, which it takes as 0): ``training-runtime`` says so,
+    quoting what the user wrote; a range check of the 0 would only echo a number nobody wrote."""
+    if isinstance(asked, str) and int_or_string_value(asked) is None:
+        return Slots(None, _NUM_PROC_PER_NODE)
+    return slots
 
 
 def lifecycle(trainjob: Obj) -> Lifecycle:

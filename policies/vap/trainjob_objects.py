@@ -11,7 +11,9 @@ with the runtime the TrainJob names, and only when it is an MPI runtime (``judge
 other runtime passes it. So one set of policies per runtime kind.
 
 Kueue admitting or stopping a TrainJob (only its own ``runtimePatches`` entry and
-``spec.suspend`` changed) always passes, as in the webhook.
+``spec.suspend`` changed) always passes, as in the webhook. On v2.1 Kueue writes
+``podTemplateOverrides`` entries instead (labelled ``kueue.x-k8s.io/podset``): they set only
+placement, which no exported rule reads, so the update passes by ratcheting.
 """
 from __future__ import annotations
 

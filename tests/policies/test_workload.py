@@ -122,8 +122,8 @@ def test_gpus_written_in_resources_per_node_are_reported_there_for_launcher_and_
         "[gpus-per-worker] spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: 32: the launcher pod "
         "(it runs ranks too) may use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod",
         "[gpus-per-worker] spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: 32: a node pod may "
-        "use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total use "
-        "4 nodes with 16 each",
+        "use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod, and to keep 64 in total over "
+        "the node pods set spec.trainer.numNodes to 5 with 16 each",
     ]
 
 
@@ -141,7 +141,7 @@ def test_a_mismatch_hint_from_the_runtime_keeps_the_image_names_readable():
     # the runtime's long field path would leave the names a few characters ("g…1", "g…2"): the
     # runtime is named without it, and only the long name is shortened, to fit 256 characters
     assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "ghcr.io/example/mpi:1", '
-                       f'workers run "ghcr.io/example/{"m" * 10}…{"m" * 24}:2": ranks may hit an MPI ABI mismatch; '
+                       f'nodes run "ghcr.io/example/{"m" * 11}…{"m" * 25}:2": ranks may hit an MPI ABI mismatch; '
                        "use one image for both, pinned by digest")
     assert len(finding) <= 256
 
@@ -149,7 +149,7 @@ def test_a_mismatch_hint_from_the_runtime_keeps_the_image_names_readable():
 def test_a_mismatch_hint_from_the_runtime_with_short_names_still_fits():
     (finding,) = run(ImageReference(), trainjob_like(image="a:1", worker_image="b:2"))
     # even 3-character names leave no room for the runtime's field path in 256 characters
-    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "a:1", workers run "b:2": ranks may hit '
+    assert finding == (f'[image-reference] {REF}: {RUNTIME}: launcher runs "a:1", nodes run "b:2": ranks may hit '
                        "an MPI ABI mismatch; use one image for both, pinned by digest")
 
 

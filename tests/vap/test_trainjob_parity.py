@@ -132,6 +132,16 @@ def _kueue_admits(trainjob: dict[str, Any]) -> dict[str, Any]:
     return admitted
 
 
+def _kueue_admits_v2_1(trainjob: dict[str, Any]) -> dict[str, Any]:
+    """Kueue 0.16 on Trainer v2.1: its own podTemplateOverrides entries, labelled with the pod set."""
+    admitted = copy.deepcopy(trainjob)
+    admitted["spec"]["podTemplateOverrides"] = [
+        *admitted["spec"].get("podTemplateOverrides", []),
+        *({"targetJobs": [{"name": name}], "metadata": {"labels": {"kueue.x-k8s.io/podset": name}},
+           "spec": {"nodeSelector": {"pool": "a100"}}} for name in ("launcher", "node"))]
+    return admitted
+
+
 def _suspended(trainjob: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(trainjob)
     out["spec"]["suspend"] = True
@@ -145,6 +155,8 @@ UPDATES = {
     "kueue-admits-a-violating-job": (_suspended(SLOTS_9), _kueue_admits(SLOTS_9)),
     "kueue-admission-of-a-patched-job": (_suspended(VIOLATIONS["own-mutation-patch-kept"][1]),
                                          _kueue_admits(VIOLATIONS["own-mutation-patch-kept"][1])),
+    "kueue-admits-a-violating-v2-1-job": (_suspended(VIOLATIONS["slots-string-9-v21"][1]),
+                                          _kueue_admits_v2_1(_suspended(VIOLATIONS["slots-string-9-v21"][1]))),
     "new-violation-enforced": (job(numNodes=3), job(numNodes=3, numProcPerNode=9)),
     "worse-violation-enforced": (NODES_120, job(numNodes=130)),
     "suspend-flip-and-more-nodes": (_suspended(job(numNodes=3)), job(numNodes=120)),

@@ -321,7 +321,7 @@ LEFT_TO_WEBHOOK: dict[str, tuple[str, Obj, str]] = {
         "team", {"launcher": pod_patch(labels={ANCESTOR: "no"})})), "v2.3"),
     "limits-merged-with-the-runtimes-requests": ("gpus-per-worker", job(numNodes=3, numProcPerNode=1, resourcesPerNode={
         "limits": {GPU: 4}}), "v2.3"),
-    "slots-string-not-a-number-v21": ("slots-per-worker", job("deepspeed-v21", numNodes=3, numProcPerNode=" 9"), "v2.1"),
+    "slots-string-not-a-number-v21": ("training-runtime", job("deepspeed-v21", numNodes=3, numProcPerNode=" 9"), "v2.1"),
 }
 
 

@@ -254,7 +254,7 @@ def test_the_image_mismatch_hint_names_both_images_of_the_usual_runtime(tmp_path
     assert finding == {
         "rule": "image-reference", "action": "warn", "path": "spec.runtimeRef.name",
         "message": '[image-reference] spec.runtimeRef.name: ClusterTrainingRuntime deepspeed-distributed: launcher '
-                   'runs "example.com/train:1", workers run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
+                   'runs "example.com/train:1", nodes run "ghcr.io/kubeflow/trainer/deepspeed-runtime": '
                    "ranks may hit an MPI ABI mismatch; use one image for both, pinned by digest"}
 
 
@@ -325,3 +325,23 @@ def test_the_text_report_shows_a_trainjobs_pruned_field(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == [f"{trainjob_file}[0] TrainJob default/train: admitted",
                          f"  pruned  spec.runtimePatch: {DROPPED_FROM_TRAINJOB}; did you mean spec.runtimePatches?"]
+
+
+@pytest.mark.parametrize(("pinned", "runtime_file", "start"), [
+    (None, "runtimes/v2.1.0-v2.2.1/deepspeed_distributed.yaml",
+     'Invalid value: "auto": must be a whole number on an MPI runtime ("auto", "cpu" and "gpu" choose processes'),
+    ("v2.3", "runtimes/v2.3.0/deepspeed_distributed.yaml",
+     'Invalid value: "auto": must be an integer, not a string: from Trainer v2.2 on'),
+])
+def test_a_string_num_proc_per_node_is_quoted_as_written(tmp_path, capsys, pinned, runtime_file, start):
+    # a string proves v2.1 unless the policy pins another shape
+    job = write(tmp_path / "trainjob.yaml", trainjob(numNodes=3, numProcPerNode="auto"))
+    given = write(tmp_path / "runtime.yaml", runtime(runtime_file))
+    policy = []
+    if pinned:
+        (tmp_path / "policy.yaml").write_text(f"rules:\n  training-runtime:\n    params:\n      apiShape: {pinned}\n")
+        policy = ["--policy-file", tmp_path / "policy.yaml"]
+    code, report = check_json(capsys, job, given, *policy)
+    (finding,) = report["results"][0]["findings"]
+    assert (code, finding["rule"], finding["path"]) == (1, "training-runtime", "spec.trainer.numProcPerNode")
+    assert finding["message"].startswith(f"[training-runtime] spec.trainer.numProcPerNode: {start}"), finding["message"]

@@ -115,3 +115,42 @@ def test_validate_reads_the_runtime_from_the_caches(api: KubeAPI, caches: Cluste
     after = served.review("/validate", trainjob_review(job))["response"]
     assert after["allowed"] is False
     assert after["status"]["details"]["causes"][0]["field"] == "spec.trainer.numNodes"
+
+
+def test_serve_with_kubeconfig_checks_and_mutates_trainjobs_of_both_shapes(api: KubeAPI, tmp_path: Path):
+    """gunicorn over TLS reading the runtimes and the quota through --kubeconfig: a v2.3 and a
+    v2.1 TrainJob are mutated, the patch applied, the result admitted; one over the quota is
+    refused with 403, one with too many nodes with 422, in the TrainJob's own fields."""
+    import jsonpatch
+
+    from testing.builders import patch_of
+    from testing.kube_objects import resource_quota
+    from testing.tls_server import serving
+    from tests.policies.trainer.trainer_data import trainjob_review
+
+    gpu = "nvidia.com/gpu"
+    v2_1 = runtime("runtimes/v2.1.0-v2.2.1/deepspeed_distributed.yaml")
+    v2_1["metadata"]["name"] = "deepspeed-v21"
+    api.apply(runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"), v2_1,
+              resource_quota("gpus", {f"requests.{gpu}": 8}, namespace="team-a"))
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    with serving(tmp_path / "server", "--dev", "--kubeconfig", str(kubeconfig), "--workers", "1",
+                 "--threads", "4", "--no-audit-log") as server:
+        eventually(lambda: server.request("GET", "/readyz")[0] == 200, timeout=15)
+        overrides = [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "a"}}}]  # proves v2.1
+        v2_1_job = trainjob("deepspeed-v21", numNodes=3, resourcesPerNode={"limits": {gpu: 2}})
+        v2_1_job["spec"]["podTemplateOverrides"] = overrides
+        for job, field in ((trainjob(numNodes=3, resourcesPerNode={"limits": {gpu: 2}}), "runtimePatches"),
+                           (v2_1_job, "podTemplateOverrides")):
+            eventually(lambda: "warnings" not in server.review("/validate", trainjob_review(job)))  # runtime cached
+            patched = jsonpatch.apply_patch(job, patch_of(server.review("/mutate", trainjob_review(job))))
+            assert len(patched["spec"][field]) == len(job["spec"].get(field, [])) + 1
+            checked = server.review("/validate", trainjob_review(patched))
+            assert checked["allowed"] is True and "warnings" not in checked
+        over_quota = server.review("/validate", trainjob_review(trainjob(numNodes=5, resourcesPerNode={"limits": {gpu: 2}})))
+        assert over_quota["status"]["code"] == 403
+        assert over_quota["status"]["details"]["causes"][0]["field"] == "spec.trainer.numNodes"
+        too_many = server.review("/validate", trainjob_review(trainjob(numNodes=120)))
+        assert too_many["status"]["code"] == 422
+        assert too_many["status"]["details"]["causes"][0]["message"].startswith(
+            "[worker-count] Invalid value: 120: at most 100 nodes besides the launcher's are allowed")

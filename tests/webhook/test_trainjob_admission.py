@@ -136,6 +136,35 @@ def test_field_values_are_refused_with_422_and_the_trainjobs_paths(shape, traine
         assert message.startswith(start), message
 
 
+AUTO_ON_V2_1 = (
+    '[training-runtime] Invalid value: "auto": must be a whole number on an MPI runtime ("auto", "cpu" and "gpu" '
+    'choose processes on torch runtimes only): the Trainer controller would read "auto" as 0 ranks per node, and '
+    "the Trainer's own webhook refuses it; set spec.trainer.numProcPerNode to the MPI ranks per node, or leave it "
+    "out for the runtime's")
+AUTO_ON_V2_3 = (
+    '[training-runtime] Invalid value: "auto": must be an integer, not a string: from Trainer v2.2 on, '
+    "spec.trainer.numProcPerNode is an int32 and the API server refuses a string; set spec.trainer.numProcPerNode "
+    "to the MPI ranks per node, or leave it out for the runtime's")
+
+
+@pytest.mark.parametrize(("shape", "message"), [("v2.1", AUTO_ON_V2_1), ("v2.3", AUTO_ON_V2_3)])
+def test_a_string_num_proc_per_node_is_quoted_as_written(shape, message):
+    # The controller reads "auto" as 0 (IntOrString.IntValue): the answer names what the user
+    # wrote, once, not the 0 that slots-per-worker would see
+    response, _ = validate(trainjob(numNodes=3, numProcPerNode="auto"), shape)
+    assert response["status"]["code"] == 422
+    assert causes(response) == [("spec.trainer.numProcPerNode", message)]
+
+
+def test_a_numeric_string_num_proc_per_node_is_its_number_on_v2_1_and_a_type_error_on_v2_3():
+    assert validate(trainjob(numNodes=3, numProcPerNode="4"), "v2.1")[0]["allowed"] is True
+    over = causes(validate(trainjob(numNodes=3, numProcPerNode="12"), "v2.1")[0])
+    assert over == [("spec.trainer.numProcPerNode", "[slots-per-worker] Invalid value: 12: numProcPerNode must be "
+                     "between 1 and 8 (asked 12); set spec.trainer.numProcPerNode to 8, and use more nodes for more ranks")]
+    (typed,) = causes(validate(trainjob(numNodes=3, numProcPerNode="4"), "v2.3")[0])
+    assert typed[1].startswith('[training-runtime] Invalid value: "4": must be an integer, not a string')
+
+
 @SHAPES
 def test_gpus_per_node_name_resources_per_node(shape):
     response, _ = validate(trainjob(numNodes=3, resourcesPerNode={"limits": {GPU: 32}}), shape)
@@ -146,20 +175,22 @@ def test_gpus_per_node_name_resources_per_node(shape):
                                                  "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]"]
 
 
-def test_a_name_longer_than_the_jobset_allows_is_refused_and_44_is_the_limit():
-    assert validate(trainjob(name="a" * 44, numNodes=4))[0]["allowed"] is True
-    response, _ = validate(trainjob(name="a" * 45, numNodes=4))
+@SHAPES
+def test_a_name_longer_than_the_jobset_allows_is_refused_and_44_is_the_limit(shape):
+    assert validate(trainjob(name="a" * 44, numNodes=4), shape)[0]["allowed"] is True
+    response, _ = validate(trainjob(name="a" * 45, numNodes=4), shape)
     ((field, message),) = causes(response)
     assert field == "metadata.name"
     assert "the name may be at most 44 characters: shorten it by 1" in message
     assert f'"{"a" * 45}-launcher-0-0-xxxxx" (64 characters)' in message
 
 
-def test_generate_name_prefixes_are_held_to_the_same_limit():
+@SHAPES
+def test_generate_name_prefixes_are_held_to_the_same_limit(shape):
     job = trainjob(numNodes=4)
     del job["metadata"]["name"]
     job["metadata"]["generateName"] = "b" * 40 + "-"
-    response, _ = validate(job)
+    response, _ = validate(job, shape)
     ((field, message),) = causes(response)
     assert field == "metadata.generateName"
     assert "the prefix may be at most 39 characters: it is too long by 2" in message
@@ -190,10 +221,11 @@ def test_a_runtime_with_several_launchers_is_named():
      "[training-runtime] Unsupported value: \"openmpi-cuda\": ClusterTrainingRuntime openmpi-cuda: "
      "spec.mlPolicy.mpi.mpiImplementation: Intel is not supported"),
 ])
-def test_an_unusable_mpi_runtime_is_named_at_the_runtime_reference(edit, start):
+@SHAPES
+def test_an_unusable_mpi_runtime_is_named_at_the_runtime_reference(edit, start, shape):
     rt = copy.deepcopy(ODH)
     edit(rt)
-    response, _ = validate(trainjob("openmpi-cuda", numNodes=4), view=cluster(runtimes={"openmpi-cuda": rt}))
+    response, _ = validate(trainjob("openmpi-cuda", numNodes=4), shape, view=cluster(shape, runtimes={"openmpi-cuda": rt}))
     runtime_causes = [m for f, m in causes(response) if "[training-runtime]" in m]
     assert len(runtime_causes) == 1 and runtime_causes[0].startswith(start), runtime_causes
     assert all(f == REF for f, m in causes(response) if "[training-runtime]" in m)
@@ -263,6 +295,18 @@ def test_a_limit_range_maximum_bounds_gpus_per_node():
     assert all(f == "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]" for f, _ in causes(response))
 
 
+@SHAPES
+def test_a_limit_range_problem_of_resources_per_node_is_said_once_in_nodes(shape):
+    # resourcesPerNode reaches the launcher's and the node pods' container node (runLauncherAsNode):
+    # one field, one problem, one cause; and more *nodes* is the TrainJob's way to more in total
+    view = cluster(shape, ranges={"team-a": [limit_range("cpu-max", {"type": "Container", "max": {"cpu": "16"}})]})
+    response, _ = validate(trainjob(numNodes=3, resourcesPerNode={"limits": {"cpu": "64"}}), shape, view)
+    assert response["status"]["code"] == 403
+    assert causes(response) == [("spec.trainer.resourcesPerNode.limits[cpu]", "[limit-range] LimitRange cpu-max allows "
+                                 "at most cpu 16 per container, but container node asks 64; lower it to 16 and use "
+                                 "more nodes for more in total")]
+
+
 def test_node_fit_uses_the_runtimes_and_patches_node_selectors():
     view = cluster(node_list=[node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a100"})])
     job = trainjob(numNodes=3, resourcesPerNode={"limits": {GPU: 2}})
@@ -298,15 +342,29 @@ def test_multikueue_trainjobs_get_only_the_checks_that_do_not_depend_on_this_clu
 
 # --- UPDATE ---------------------------------------------------------------------------------
 
-def test_an_update_that_keeps_an_existing_problem_is_not_blocked_by_it():
+@SHAPES
+def test_an_update_that_keeps_an_existing_problem_is_not_blocked_by_it(shape):
+    # a change of the spec that is neither Kueue's nor a no-op: the user adds a toleration with
+    # a patch of their own (v2.2+ keeps spec.trainer immutable, v2.1 still lets it change)
     old = trainjob(numNodes=150)
     new = copy.deepcopy(old)
-    new["spec"]["suspend"] = True
-    response, _ = validate(new, operation="UPDATE", old=old)
-    assert response["allowed"] is True
+    toleration = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    if shape == "v2.1":
+        new["spec"]["podTemplateOverrides"] = [{"targetJobs": [{"name": "node"}], "spec": toleration}]
+    else:
+        new["spec"]["runtimePatches"] = [{"manager": "example.com/team", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": toleration}}}}]}}}}]
+    response, decision = validate(new, shape, operation="UPDATE", old=old)
+    assert response["allowed"] is True and decision.reason == "checked"
+    (kept,) = decision.verdict.outcomes
+    assert (kept.finding.rule, kept.finding.path, kept.action) == ("worker-count", "spec.trainer.numNodes", Action.AUDIT)
     worse = copy.deepcopy(old)
     worse["spec"]["trainer"]["numNodes"] = 160
-    assert validate(worse, operation="UPDATE", old=old)[0]["allowed"] is False
+    refused, _ = validate(worse, shape, operation="UPDATE", old=old)
+    assert causes(refused) == [("spec.trainer.numNodes", "[worker-count] Invalid value: 160: at most 100 nodes besides "
+                                "the launcher's are allowed (asked 160: 159 besides the launcher's node); set "
+                                "spec.trainer.numNodes to 101 or fewer, and give each node more slots or GPUs if you "
+                                "need the ranks")]
 
 
 def test_kueues_admission_is_never_blocked():
@@ -322,6 +380,45 @@ def test_kueues_admission_is_never_blocked():
     response, decision = validate(admitted, view=view, operation="UPDATE", old=old)
     assert response == {"uid": response["uid"], "allowed": True}
     assert decision.reason == "kueue-admission"
+
+
+PODSET = "kueue.x-k8s.io/podset"  # the label Kueue (0.16, Trainer v2.1) puts on its own overrides
+
+
+def kueue_v2_1_overrides(**pod_spec: Any) -> list[dict]:
+    """The podTemplateOverrides entries Kueue 0.16 appends when it admits a v2.1 TrainJob: one
+    per pod set, labelled with the pod set's name."""
+    return [{"targetJobs": [{"name": name}], "metadata": {"labels": {PODSET: name}}, "spec": dict(pod_spec)}
+            for name in ("launcher", "node")]
+
+
+def test_kueues_admission_of_a_v2_1_trainjob_is_never_blocked():
+    # On v2.1 Kueue writes its flavor's node selector as podTemplateOverrides entries of its own
+    # (while suspended), then flips suspend: neither update may be refused, even when a rule the
+    # admin made strict would refuse the selector it writes
+    view = cluster("v2.1", node_list=[node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a"})])
+    strict = settings("v2.1").with_rule("node-fit", action=Action.DENY)
+    user_override = {"targetJobs": [{"name": "node"}], "spec": {"serviceAccountName": "trainer"}}
+    old = trainjob(numNodes=3)
+    old["spec"].update(suspend=True, podTemplateOverrides=[user_override])
+    placed = copy.deepcopy(old)
+    placed["spec"]["podTemplateOverrides"] += kueue_v2_1_overrides(nodeSelector={"pool": "h100"})
+    response, decision = validate(placed, "v2.1", view, strict, operation="UPDATE", old=old)
+    assert response == {"uid": response["uid"], "allowed": True}
+    assert decision.reason == "kueue-admission"
+    started = copy.deepcopy(placed)
+    started["spec"]["suspend"] = False
+    response, decision = validate(started, "v2.1", view, strict, operation="UPDATE", old=placed)
+    assert response["allowed"] is True and decision.reason == "kueue-admission"
+    # Kueue stopping the job removes its entries again and suspends it
+    response, decision = validate(old, "v2.1", view, strict, operation="UPDATE", old=started)
+    assert response["allowed"] is True and decision.reason == "kueue-admission"
+    # the same selector in an entry of the user's own is checked
+    users = copy.deepcopy(old)
+    users["spec"]["podTemplateOverrides"].append({"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "h100"}}})
+    response, decision = validate(users, "v2.1", view, strict, operation="UPDATE", old=old)
+    assert response["allowed"] is False and decision.reason == "checked"
+    assert causes(response)[0][0] == "spec.podTemplateOverrides[1].spec"
 
 
 def test_status_writes_are_not_checked():
