@@ -4,6 +4,7 @@ whatever else the machine is doing, so a change of a few µs shows where timings
     python3 -m bench profile --mode instructions  # /validate, /mutate, /convert: about 6 minutes
     python3 -m bench profile --mode instructions /validate --requests 300
     python3 -m bench profile --mode instructions /validate --warmup 20 --requests 30  # rougher, minutes on a busy machine
+    python3 -m bench profile --mode instructions --trainjobs  # each TrainJob payload beside its MPIJob twin
 
 For each endpoint, the floor's app and ours (as ``serve`` builds it, with one benchmark
 namespace's cluster state) each answer the payloads in-process in two runs under callgrind: a
@@ -12,6 +13,13 @@ one request costs, with the start-up left out. Callgrind also simulates the firs
 their misses say how much of a request's time the instruction count alone does not show (in a
 request, each part costs more than in a loop of itself; docs/performance.md, "Inside a request").
 Needs valgrind (Debian's package of that name).
+
+With ``--trainjobs``, the rows of ``--mode overhead --trainjobs`` (the upstream examples, then
+each TrainJob payload after its MPIJob twin, on /validate and /mutate) are counted in ONE run of
+our app under callgrind: every row is warmed up first, then each row's N requests are answered
+between two calls of ``getppid``, before which callgrind dumps its counts (``--dump-before``), so
+each dump between two markers holds exactly one row's requests. The floor is left out: the
+comparison is the TrainJob against its twin.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +82,66 @@ def child(side: str, endpoint: str, requests: int, warmup: int = WARMUP) -> None
         post_all(client, load, requests)()
 
 
+MARKER = "getppid"  # a libc call nothing on the request path makes: callgrind dumps its counts before each one
+
+
+def trainjob_child(endpoints: list[str], requests: int, warmup: int, marker: Callable[[], object] = os.getppid) -> None:
+    """Our app under callgrind: every row warmed up, then each row's requests between markers."""
+    from bench.overhead import TRAINJOB_ROWS
+
+    view, namespace = cluster_view()
+    client = app_client(view)
+    rows = [post_all(client, payloads_for(endpoint, namespace, row), requests)
+            for endpoint in endpoints for row in TRAINJOB_ROWS]
+    with audit_log_silenced():
+        for endpoint in endpoints:
+            for row in TRAINJOB_ROWS:
+                post_all(client, payloads_for(endpoint, namespace, row), warmup)()
+        for run in rows:
+            marker()
+            run()
+        marker()
+
+
+def dumped_counts(out: Path) -> list[dict[str, int]]:
+    """The counts of each dump of a callgrind run that dumped several times, in order: ``out.1``,
+    ``out.2``, …, then ``out`` (written at exit)."""
+    dumps = sorted(out.parent.glob(f"{out.name}.*"), key=lambda path: int(path.suffix[1:]))
+    return [counts(path.read_text()) for path in [*dumps, out]]
+
+
+def measure_trainjobs(endpoints: tuple[str, ...], requests: int, workdir: Path, warmup: int) -> list[tuple[str, str, float]]:
+    """(endpoint, row, instructions per request) for each row of ``--trainjobs``."""
+    from bench.overhead import TRAINJOB_ROWS
+
+    out = workdir / "trainjobs.callgrind"
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--dump-before={MARKER}", f"--callgrind-out-file={out}",
+         sys.executable, "-m", "bench.instructions", "--trainjob-child", ",".join(endpoints), str(requests), str(warmup)],
+        cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"callgrind run of the TrainJob rows failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    dumps = dumped_counts(out)
+    rows = [(endpoint, row or "the upstream examples") for endpoint in endpoints for row in TRAINJOB_ROWS]
+    # the first dump: start-up and warm-up; then one per row; the last: the exit
+    if len(dumps) != len(rows) + 2:
+        raise SystemExit(f"expected {len(rows) + 2} callgrind dumps, got {len(dumps)}: something else called {MARKER}")
+    return [(endpoint, row, dump.get("Ir", 0) / requests) for (endpoint, row), dump in zip(rows, dumps[1:])]
+
+
+def trainjob_report(measured: list[tuple[str, str, float]]) -> list[str]:
+    """Each TrainJob row with its difference to the MPIJob twin row just before it."""
+    lines = ["| endpoint | payload | instructions per request | TrainJob − twin |", "|---|---|---|---|"]
+    twin: float | None = None
+    for endpoint, row, instructions in measured:
+        versus = ""
+        if row.startswith("trainjob-") and twin:
+            versus = f"{instructions - twin:+,.0f} ({instructions / twin - 1:+.1%})"
+        twin = instructions if row.startswith("mpijob-twin-") else None
+        lines.append(f"| {endpoint} | {row} | {instructions:,.0f} | {versus} |")
+    return lines
+
+
 def run_under_callgrind(side: str, endpoint: str, requests: int, workdir: Path, warmup: int = WARMUP) -> dict[str, int]:
     out = workdir / f"{side}{endpoint.replace('/', '-')}-{requests}.callgrind"
     done = subprocess.run(
@@ -113,13 +181,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=300, help="requests counted per run (default 300)")
     parser.add_argument("--warmup", type=int, default=WARMUP,
                         help=f"requests before the counted ones, in both runs (default {WARMUP}; fewer: a faster, rougher count)")
+    parser.add_argument("--trainjobs", action="store_true",
+                        help="the rows of --mode overhead --trainjobs: each TrainJob payload after its MPIJob twin, "
+                             "on /validate and /mutate, counted in one callgrind run of our app (no floor)")
     parser.add_argument("--child", nargs=4, metavar=("SIDE", "ENDPOINT", "REQUESTS", "WARMUP"), help=argparse.SUPPRESS)
+    parser.add_argument("--trainjob-child", nargs=3, metavar=("ENDPOINTS", "REQUESTS", "WARMUP"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         side, endpoint, requests, warmup = args.child
         child(side, endpoint, int(requests), int(warmup))
         return 0
-    endpoints = chosen_endpoints(parser, args.endpoints, ENDPOINTS)
+    if args.trainjob_child:
+        names, requests, warmup = args.trainjob_child
+        trainjob_child(names.split(","), int(requests), int(warmup))
+        return 0
+    endpoints = chosen_endpoints(parser, args.endpoints, ("/validate", "/mutate") if args.trainjobs else ENDPOINTS)
     if args.requests < 1:
         parser.error("--requests must be at least 1")
     if args.warmup < 0:
@@ -128,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not installed (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     lines: list[str] = []
+    if args.trainjobs:
+        with tempfile.TemporaryDirectory(prefix="mpijob-webhook-instructions-") as tmp:
+            lines = trainjob_report(measure_trainjobs(endpoints, args.requests, Path(tmp), args.warmup))
+        print("\n".join(lines))
+        return 0
     with tempfile.TemporaryDirectory(prefix="mpijob-webhook-instructions-") as tmp, ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
         for endpoint in endpoints:
             lines += report(endpoint, measure(endpoint, args.requests, Path(tmp), pool, args.warmup))

@@ -19,6 +19,7 @@ from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
 from policies.trainer.api import KUEUE_MANAGER, KUEUE_POD_SET
 from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
+from policies.trainer.effective_job_memo import inputs_key_or_none
 from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.responses import AdmissionReviewAnswer
@@ -139,13 +140,15 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "validate", "exempt")
-        invalid = self._trainjob_shape(req, "validate")
+        key = inputs_key_or_none(req.object)
+        invalid = self._trainjob_shape(req, "validate", key)
         if invalid:
             return invalid
         old = req.old_object if req.operation == "UPDATE" and isinstance(req.old_object, Mapping) else None
-        if old is not None and check_trainjob_shape(old):
+        old_key = inputs_key_or_none(old) if old is not None else None
+        if old is not None and check_trainjob_shape(old, old_key):
             old = None  # a stored object the rules cannot read: nothing to ratchet against
-        review = self._review(req, req.object, settings, old)
+        review = self._review(req, req.object, settings, old, key)
         if review.runtime is None:
             if not review.runtime_ref.supported:
                 return self._allow(req, "validate", "not-mpi-runtime")  # not ours: upstream refuses it
@@ -154,7 +157,7 @@ class Admission:
             return responses.from_verdict(req, verdict), decision
         if review.effective is None:
             return self._allow(req, "validate", "not-mpi-runtime")
-        old_review = self._review(req, old, settings, None) if old is not None else None
+        old_review = self._review(req, old, settings, None, old_key) if old is not None else None
         ctx = self._context(req, req.object, settings, old if old_review is not None and old_review.is_mpi else None)
         attach(ctx, review, old_review if old_review is not None and old_review.is_mpi else None)
         rules = TRAINJOB_RULES if self.rules is None else self.rules
@@ -176,10 +179,11 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "mutate", "exempt")
-        invalid = self._trainjob_shape(req, "mutate")
+        key = inputs_key_or_none(req.object)
+        invalid = self._trainjob_shape(req, "mutate", key)
         if invalid:
             return invalid
-        review = self._review(req, req.object, settings, None)
+        review = self._review(req, req.object, settings, None, key)
         if review.runtime is not None and review.effective is None:
             return self._allow(req, "mutate", "not-mpi-runtime")
         if review.runtime is None and not review.runtime_ref.supported:
@@ -190,18 +194,21 @@ class Admission:
         attach(ctx, review)
         return ctx
 
-    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
+    def _trainjob_shape(self, req: AdmissionRequest, endpoint: str,
+                        inputs_key: bytes | str | None) -> tuple[AdmissionReviewAnswer, Decision] | None:
         """A TrainJob whose fields the webhook reads have the wrong types: refused with their
-        paths, nothing else runs (the runtime could not even be chosen safely)."""
-        findings = check_trainjob_shape(req.object)
+        paths, nothing else runs (the runtime could not even be chosen safely). ``inputs_key``,
+        the key of the effective-job memo, is computed once per object and serves both."""
+        findings = check_trainjob_shape(req.object, inputs_key)
         if not findings:
             return None
         return responses.deny_findings(req, findings), Decision(endpoint, req, False, "invalid-shape")
 
     def _review(self, req: AdmissionRequest, obj: Mapping[str, Any], settings: Settings,
-                old: Mapping[str, Any] | None) -> TrainJobReview:
+                old: Mapping[str, Any] | None, inputs_key: bytes | str | None) -> TrainJobReview:
         pinned = settings.params(TRAINING_RUNTIME_RULE).api_shape
-        return review_trainjob(obj, req.namespace, self.cluster, pinned_shape=pinned, old_trainjob=old)
+        return review_trainjob(obj, req.namespace, self.cluster, pinned_shape=pinned, old_trainjob=old,
+                               inputs_key=inputs_key)
 
     def _runtime_unknown(self, review: TrainJobReview) -> Finding:
         reason = "" if self.cluster.available else f" ({self.cluster.unavailable_reason})"

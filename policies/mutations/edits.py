@@ -14,9 +14,11 @@ server refuses it later) is left alone rather than overwritten.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from policies.mpijob.reading import REPLICA_TYPES
+
+_T = TypeVar("_T")
 
 Path = tuple[str, ...]
 REPLICA_SPECS: Path = ("spec", "mpiReplicaSpecs")
@@ -32,12 +34,25 @@ class WorkingCopy(dict[str, Any]):
     by ``writable``), so writing into one never touches the request, and every change lies below
     a map that is not the request's."""
 
-    __slots__ = ("_copies",)
+    __slots__ = ("_copies", "_built")
 
     def __init__(self, request: Mapping[str, Any]) -> None:
         super().__init__(request)
         # The maps this copy made, by id; holding them keeps each id theirs alone.
         self._copies: dict[int, dict[str, Any]] = {}
+        # Lists and maps a mutation built for this copy outside ``writable`` (``adopt``), likewise
+        self._built: dict[int, object] = {}
+
+    def adopt(self, value: _T) -> _T:
+        """``value``, a list or map a mutation built for this copy and wrote into a map it holds:
+        ``made`` says so from now on, so the next mutation edits it in place instead of copying."""
+        self._built[id(value)] = value
+        return value
+
+    def made(self, value: object) -> bool:
+        """Whether ``value`` is this copy's own (copied by ``writable`` or ``adopt``ed), not the
+        request's."""
+        return id(value) in self._built or id(value) in self._copies
 
     def writable(self, path: Path) -> dict[str, Any] | None:
         """The map at ``path``, safe to edit in place: every map on the way that is still the

@@ -51,12 +51,14 @@ class EffectiveJobMemo:
         self._entries: OrderedDict[_Key, tuple[Obj, EffectiveJob]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def __call__(self, trainjob: Obj, runtime: Obj, shape: ApiShape) -> EffectiveJob:
-        """``effective_job(trainjob, runtime, shape)``, frozen; computed only when no entry has it."""
-        try:
-            key = (id(runtime), shape, inputs_key(trainjob))
-        except (TypeError, ValueError, RecursionError):  # not JSON (a YAML date, a cycle): not kept
+    def __call__(self, trainjob: Obj, runtime: Obj, shape: ApiShape, inputs: bytes | str | None = None) -> EffectiveJob:
+        """``effective_job(trainjob, runtime, shape)``, frozen; computed only when no entry has it.
+        ``inputs``: ``inputs_key(trainjob)``, when the caller has it already."""
+        if inputs is None:
+            inputs = inputs_key_or_none(trainjob)
+        if inputs is None:  # not JSON (a YAML date, a cycle): not kept
             return frozen(effective_job(trainjob, runtime, shape))
+        key = (id(runtime), shape, inputs)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -89,6 +91,14 @@ def inputs_key(trainjob: Obj) -> bytes | str:
         return marshal.dumps(inputs, _MARSHAL_FORMAT)
     except ValueError:  # a dict or list subclass, a date, too deep: JSON takes the first
         return json.dumps(inputs, separators=(",", ":"))
+
+
+def inputs_key_or_none(trainjob: Obj) -> bytes | str | None:
+    """``inputs_key(trainjob)``; None for what neither can write (a YAML date, a cycle)."""
+    try:
+        return inputs_key(trainjob)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def frozen(job: EffectiveJob) -> EffectiveJob:

@@ -48,20 +48,24 @@ def set_on_pods(job: WorkingCopy, shape: ApiShape, targets: Sequence[str], secti
 
 def _own_entry(job: WorkingCopy, shape: ApiShape, targets: Sequence[str]) -> dict[str, Any] | None:
     """Our entry in the working copy, found or appended; a copy the caller may edit in place (the
-    list and the entry are new objects, the user's entries are shared and left alone)."""
+    list and the entry are new objects, the user's entries are shared and left alone). The list
+    and entry an earlier mutation of this request made are the working copy's own: edited in place."""
     spec = job.writable(("spec",))
     if spec is None:
         raise ValueError("spec is not an object")
     field = RUNTIME_PATCHES if shape.has_runtime_patches else POD_TEMPLATE_OVERRIDES
-    entries = list(sequence(spec, field))
+    current = sequence(spec, field)
+    entries: list[Any] = current if isinstance(current, list) and job.made(current) else job.adopt(list(current))
     index = next((i for i in range(len(entries) - 1, -1, -1) if _is_own(entries[i], shape, targets)), None)
     if index is None:
         if shape.has_runtime_patches and len(entries) >= MAX_RUNTIME_PATCHES:
             return None
-        entry = _new_entry(shape, targets)
+        entry = job.adopt(_new_entry(shape, targets))
         entries.append(entry)
+    elif job.made(entries[index]):
+        entry = entries[index]
     else:
-        entry = entries[index] = copy.deepcopy(entries[index])
+        entry = entries[index] = job.adopt(copy.deepcopy(entries[index]))
     spec[field] = entries
     return entry
 

@@ -83,13 +83,14 @@ class TrainJobReviews:
 
 
 def review_trainjob(trainjob: Obj, namespace: str, cluster: ClusterView, *, pinned_shape: str = AUTO,
-                    old_trainjob: Obj | None = None) -> TrainJobReview:
+                    old_trainjob: Obj | None = None, inputs_key: bytes | str | None = None) -> TrainJobReview:
     """The runtime ``trainjob`` names, looked up in ``cluster`` (a TrainingRuntime in
-    ``namespace``), the API shape, and the effective job when the runtime is an MPI runtime."""
+    ``namespace``), the API shape, and the effective job when the runtime is an MPI runtime.
+    ``inputs_key``: ``effective_job_memo.inputs_key(trainjob)``, when the caller has it already."""
     ref = runtime_ref(trainjob)
     runtime = cluster.training_runtime(ref.kind, namespace, ref.name) if ref.supported and ref.name else None
     shape = detect_shape(trainjob, pinned_shape, old_trainjob)
-    effective = memoised_effective_job(trainjob, runtime, shape) \
+    effective = memoised_effective_job(trainjob, runtime, shape, inputs_key) \
         if runtime is not None and mpi_policy(runtime) is not None else None
     return TrainJobReview(trainjob, ref, runtime, shape, effective, is_multikueue(trainjob), namespace)
 

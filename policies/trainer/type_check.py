@@ -6,15 +6,28 @@ fields have the wrong types is refused with their paths, and nothing else runs o
 covers the fields of both API shapes the webhook reads; the pod templates inside patches are
 checked against the same Kubernetes pod schema as an MPIJob's templates (from the embedded CRD
 schema), so the check and the MPIJob's never drift apart. Unknown fields are left to pruning.
+
+Nearly all of the work is in the spec fields the effective job is computed from (``SPEC_INPUTS``:
+the patches' pod templates above all), and the same spec comes back again and again (/mutate then
+/validate, retries, every UPDATE). The caller that has the exact key of those fields
+(``effective_job_memo.inputs_key``, computed once per request for the effective-job memo too)
+hands it in: inputs found well typed under the same key are not walked again, the rest of the
+TrainJob is. The findings are the same: a key is remembered only when the whole TrainJob had
+none, and the check of those fields depends on nothing but their values, which equal ``marshal``
+bytes pin down with their types and key order (only ``bytes`` keys are remembered, never the
+JSON text used for maps of other types).
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 from policies.interface import Finding
 from policies.mpijob.crd_type_check import OBJECT_META, mpijob_schema, schema_check
+from policies.trainer.effective_job import SPEC_INPUTS
 
 _STRING: dict[str, Any] = {"type": "string"}
 _STRING_MAP = {"type": "object", "additionalProperties": _STRING}
@@ -58,6 +71,54 @@ def _check() -> Callable[[Any], list[Finding]]:
     return schema_check(trainjob_schema())
 
 
-def check_trainjob_shape(trainjob: Any) -> list[Finding]:
-    """Type problems of the fields the webhook reads, as findings of the rule ``object-shape``."""
-    return _check()(trainjob)
+@cache
+def _check_without_inputs() -> Callable[[Any], list[Finding]]:
+    """The check of everything but the spec's ``SPEC_INPUTS``."""
+    schema = trainjob_schema()
+    spec = schema["properties"]["spec"]
+    rest = {name: field for name, field in spec["properties"].items() if name not in SPEC_INPUTS}
+    return schema_check({**schema, "properties": {**schema["properties"], "spec": {**spec, "properties": rest}}})
+
+
+class WellTypedInputs:
+    """The keys of spec inputs found well typed, at most ``size``, the least recently used
+    dropped first."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._keys: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: bytes) -> bool:
+        with self._lock:
+            if key not in self._keys:
+                return False
+            self._keys.move_to_end(key)
+            return True
+
+    def add(self, key: bytes) -> None:
+        with self._lock:
+            self._keys[key] = None
+            while len(self._keys) > self._size:
+                self._keys.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._keys.clear()
+
+
+well_typed_inputs = WellTypedInputs()
+
+
+def check_trainjob_shape(trainjob: Any, inputs_key: bytes | str | None = None) -> list[Finding]:
+    """Type problems of the fields the webhook reads, as findings of the rule ``object-shape``.
+    ``inputs_key``: ``effective_job_memo.inputs_key(trainjob)``, when the caller has it (see above)."""
+    if type(inputs_key) is bytes and inputs_key in well_typed_inputs:
+        return _check_without_inputs()(trainjob)
+    findings = _check()(trainjob)
+    if not findings and type(inputs_key) is bytes:
+        well_typed_inputs.add(inputs_key)
+    return findings

@@ -35,3 +35,21 @@ def test_overhead_puts_each_trainjob_beside_its_twin(capsys: pytest.CaptureFixtu
         "3", "mpijob-twin-of-trainjob-deepspeed", "trainjob-deepspeed",
         "mpijob-twin-of-trainjob-odh-benchmark", "trainjob-odh-benchmark")]
     assert lines[-1].startswith("reading a TrainJob's runtime from the watch cache") and lines[-1].endswith(" µs")
+
+
+def test_instructions_count_each_trainjob_row_between_two_markers(tmp_path) -> None:
+    from bench.instructions import dumped_counts, trainjob_child, trainjob_report
+    from bench.overhead import TRAINJOB_ROWS
+
+    markers: list[int] = []
+    trainjob_child(["/validate", "/mutate"], 1, 0, lambda: markers.append(1))  # in this process, no valgrind
+    assert len(markers) == 2 * len(TRAINJOB_ROWS) + 1  # one before each row, one after the last
+    # what callgrind leaves: one file per marker (start-up first), then the exit's
+    for part, instructions in enumerate((900, 30, 60, 99), start=1):
+        (tmp_path / f"out.{part}").write_text(f"events: Ir\nsummary: {instructions}\n")
+    (tmp_path / "out").write_text("events: Ir\nsummary: 5\n")
+    assert [dump["Ir"] for dump in dumped_counts(tmp_path / "out")] == [900, 30, 60, 99, 5]
+    lines = trainjob_report([("/mutate", "the upstream examples", 10.0), ("/mutate", "mpijob-twin-of-trainjob-x", 200.0),
+                             ("/mutate", "trainjob-x", 230.0)])
+    assert lines[2:] == ["| /mutate | the upstream examples | 10 |  |", "| /mutate | mpijob-twin-of-trainjob-x | 200 |  |",
+                         "| /mutate | trainjob-x | 230 | +30 (+15.0%) |"]

@@ -484,6 +484,19 @@ def test_fields_of_the_wrong_type_are_refused_with_their_paths(endpoint):
     assert served.last.reason == "invalid-shape"
 
 
+@pytest.mark.parametrize("endpoint", ["/validate", "/mutate"])
+def test_a_spec_checked_before_still_has_the_rest_of_its_trainjob_checked(endpoint):
+    # the spec fields the effective job is computed from are walked once per exact value
+    job = trainjob(numNodes=4, resourcesPerNode={"limits": {GPU: 2}})
+    served = webhook(cluster=cluster())
+    assert served.review(endpoint, trainjob_review(job))["response"]["allowed"] is True
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": 7}
+    response = served.review(endpoint, trainjob_review(job))["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert [c["field"] for c in response["status"]["details"]["causes"]] == ["metadata.labels[kueue.x-k8s.io/queue-name]"]
+    assert served.last.reason == "invalid-shape"
+
+
 def test_the_policy_file_pins_the_api_shape():
     from policies.config import PolicyError
     from policies.config.reader import parse_policy

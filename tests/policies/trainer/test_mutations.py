@@ -99,6 +99,22 @@ def test_a_second_call_changes_nothing(shape):
     assert (patch, applied, warnings) == ([], (), ())
 
 
+def test_our_entry_from_an_earlier_review_is_copied_once_and_completed():
+    # patched before the restricted ServiceAccount was configured: the entry has the Istio settings only
+    earlier = default_settings().with_mutation("kueue-queue-label", default_queue="common-queue")
+    first, _, _, _ = run(trainjob(numNodes=2), settings=earlier)
+    assert "spec" not in own_entry(first)["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"][
+        "spec"]["template"]
+    patched, patch, applied, _ = run(first)  # run() checks that the request itself was not changed
+    assert applied == ("restricted-service-account",)
+    assert [op["path"] for op in patch] == [
+        "/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template/spec",
+        "/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/1/template/spec/template/spec"]
+    assert len(patched["spec"]["runtimePatches"]) == 1
+    assert all(rj["template"]["spec"]["template"]["spec"] == {"serviceAccountName": "mpi-restricted"}
+               for rj in own_entry(patched)["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"])
+
+
 def test_nothing_missing_gives_no_patch():
     rt = copy.deepcopy(DEEPSPEED)
     for rj in rt["spec"]["template"]["spec"]["replicatedJobs"]:
