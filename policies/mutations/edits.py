@@ -34,7 +34,7 @@ class WorkingCopy(dict[str, Any]):
     by ``writable``), so writing into one never touches the request, and every change lies below
     a map that is not the request's."""
 
-    __slots__ = ("_copies", "_built")
+    __slots__ = ("_copies", "_built", "found")
 
     def __init__(self, request: Mapping[str, Any]) -> None:
         super().__init__(request)
@@ -42,6 +42,9 @@ class WorkingCopy(dict[str, Any]):
         self._copies: dict[int, dict[str, Any]] = {}
         # Lists and maps a mutation built for this copy outside ``writable`` (``adopt``), likewise
         self._built: dict[int, object] = {}
+        # What a mutation looked up in this copy, kept for the next mutation of the same request;
+        # whoever reads an entry checks that it still holds
+        self.found: dict[Any, Any] = {}
 
     def adopt(self, value: _T) -> _T:
         """``value``, a list or map a mutation built for this copy and wrote into a map it holds:

@@ -34,16 +34,40 @@ def set_on_pods(job: WorkingCopy, shape: ApiShape, targets: Sequence[str], secti
     (``section`` "metadata") or ``spec.<key> = value`` (``section`` "spec"). True when it changed
     the job (call it only for what is missing); False when there is no room for our entry (say
     ``FULL`` to the user)."""
-    entry = _own_entry(job, shape, targets)
-    if entry is None:
+    pods = _own_pod_templates(job, shape, targets)
+    if pods is None:
         return False
-    for pod in _pod_templates(entry, shape, targets):
+    for pod in pods:
         part = pod.setdefault(section, {})
         if subkey is None:
             part[key] = value
         else:
             part.setdefault(key, {})[subkey] = value
     return True
+
+
+def _own_pod_templates(job: WorkingCopy, shape: ApiShape, targets: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The pod templates of ``targets`` in our entry (None: no room for it). Looked up once per
+    request and target set: the mutations of one request write into the same entry one after the
+    other, and while the spec still holds the list that entry is in, the next one finds them
+    where the first left them."""
+    field = RUNTIME_PATCHES if shape.has_runtime_patches else POD_TEMPLATE_OVERRIDES
+    key = (_FOUND, field, tuple(targets))
+    found = job.found.get(key)
+    if found is not None:
+        entries, pods = found
+        spec = job.get("spec")
+        if isinstance(spec, dict) and spec.get(field) is entries:
+            return pods  # type: ignore[no-any-return]
+    entry = _own_entry(job, shape, targets)
+    if entry is None:
+        return None
+    pods = _pod_templates(entry, shape, targets)
+    job.found[key] = (job["spec"][field], pods)
+    return pods
+
+
+_FOUND = "own_patch.pod_templates"  # our key prefix in ``WorkingCopy.found``
 
 
 def _own_entry(job: WorkingCopy, shape: ApiShape, targets: Sequence[str]) -> dict[str, Any] | None:
