@@ -5,7 +5,8 @@ import json
 import logging
 import re
 import ssl
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
@@ -18,6 +19,9 @@ from webhook.responses import StatusBody
 from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
                             read_json, refuse_declared_length, too_costly_to_decode)
 from webhook.runtime import Runtime
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 routes = Blueprint("routes", __name__)
@@ -52,11 +56,16 @@ def _read_body() -> Any:
     stream = get_input_stream(environ, max_content_length=None)
     declared_length = get_content_length(environ)
     refuse_declared_length(declared_length)  # before taking any room for it
-    # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
-    # given back when the request has been answered (release_body_room).
+    # Room to read and decode the body in, before a byte of it is read (webhook.body_budget):
+    # all a small body can cost at once, else what reading it costs; given back when the
+    # request has been answered (releasing_body_room).
     budget = runtime().body_budget
     deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
-    room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
+    whole = budget.whole_charge(declared_length)
+    if whole is not None:
+        room = environ[_ROOM_KEY] = budget.reserve(whole, deadline, small=True)
+    else:
+        room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
     try:
         body = read_body(stream, declared_length)
     except BadReview:
@@ -71,10 +80,11 @@ def _read_body() -> Any:
         # when the body is read, i.e. here: the client's mistake, not the webhook's.
         framing = "chunked framing" if declared_length is None else "framing"
         raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
-    cost = decoding_cost(body)
-    if cost > budget.capacity:
-        raise too_costly_to_decode(body, cost, budget.capacity)
-    room.resize(cost, deadline)
+    if whole is None:  # a whole charge holds what decoding this body can cost: nothing to count
+        cost = decoding_cost(body)
+        if cost > budget.capacity:
+            raise too_costly_to_decode(body, cost, budget.capacity)
+        room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
     # plain dict, rather than on flask.g, reached through a context-local proxy.
     review = environ[_REVIEW_KEY] = read_json(body)
@@ -138,14 +148,19 @@ def requested_wait(query: str) -> float | None:
     return sum(float(n) * _SECONDS[unit] for n, unit in parts) - ANSWER_MARGIN
 
 
-@routes.teardown_app_request
-def release_body_room(error: BaseException | None = None) -> None:
-    """The request is answered: its document goes, and so does the room it held."""
-    environ = request.environ
-    environ.pop(_REVIEW_KEY, None)
-    room = environ.pop(_ROOM_KEY, None)
-    if room is not None:
-        room.release()
+def releasing_body_room(wsgi_app: WSGIApplication) -> WSGIApplication:
+    """``wsgi_app`` that, once a request is answered, lets its document go, and the room it
+    held with it: where Flask runs its teardown hooks (the response built, its body not yet
+    sent), without the hook machinery a teardown function costs every request."""
+    def answer(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            return wsgi_app(environ, start_response)
+        finally:
+            environ.pop(_REVIEW_KEY, None)
+            room = environ.pop(_ROOM_KEY, None)
+            if room is not None:
+                room.release()
+    return answer
 
 
 @routes.post("/validate")
