@@ -8,7 +8,7 @@ import ssl
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_content_length, get_input_stream
 
@@ -58,7 +58,7 @@ def _read_body() -> Any:
     refuse_declared_length(declared_length)  # before taking any room for it
     # Room to read and decode the body in, before a byte of it is read (webhook.body_budget):
     # all a small body can cost at once, else what reading it costs; given back when the
-    # request has been answered (releasing_body_room).
+    # request has been answered (around_requests).
     budget = runtime().body_budget
     deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
     whole = budget.whole_charge(declared_length)
@@ -100,10 +100,9 @@ ADMISSION_PATHS = ("/validate", "/mutate")
 HEALTH_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
 
 
-@routes.before_app_request
-def check_client() -> Response | None:
-    """Which port the request came on, and whether its client may call this endpoint."""
-    environ = request.environ
+def refused_client(environ: WSGIEnvironment, runtime: Runtime) -> Response | None:
+    """The answer to a request that came on the wrong port for its path, or from a client that
+    may not call it (webhook.client_auth); None for any other."""
     sock = environ.get("gunicorn.socket")
     if sock is None:  # not under gunicorn (the Flask test client): every route, no client check
         return None
@@ -115,7 +114,7 @@ def check_client() -> Response | None:
                                  "admission and conversion are served over TLS only"), 404)
     if path == "/metrics":
         return _json(status_body(404, "NotFound", "/metrics is served on the health port (--health-port)"), 404)
-    auth = runtime().client_auth
+    auth = runtime.client_auth
     if auth is None or path not in auth.paths:
         return None
     peer = environ.get("REMOTE_ADDR", "")
@@ -148,11 +147,24 @@ def requested_wait(query: str) -> float | None:
     return sum(float(n) * _SECONDS[unit] for n, unit in parts) - ANSWER_MARGIN
 
 
-def releasing_body_room(wsgi_app: WSGIApplication) -> WSGIApplication:
-    """``wsgi_app`` that, once a request is answered, lets its document go, and the room it
-    held with it: where Flask runs its teardown hooks (the response built, its body not yet
-    sent), without the hook machinery a teardown function costs every request."""
+def around_requests(app: Flask) -> WSGIApplication:
+    """``app``'s WSGI callable inside what every request passes through: first, whether its
+    port and client may call its path (``refused_client``: answered without Flask seeing it);
+    last, once it is answered (the response built, its body not yet sent: where Flask runs its
+    teardown hooks), its document goes, and so does the room its body held. A WSGI wrapper
+    rather than Flask's before- and teardown hooks: each hook costs every request the calls
+    that look it up and run it (docs/performance.md)."""
+    wsgi_app = app.wsgi_app
+    extensions = app.extensions
+
     def answer(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            refused = refused_client(environ, extensions["mpijob-webhook"])
+        except Exception as exc:  # noqa: BLE001 - as unexpected_error answers: a Status, not a page
+            log.exception("%s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            refused = _json(status_body(500, "InternalError", f"internal error in the webhook: {_error(exc)}"), 500)
+        if refused is not None:
+            return refused(environ, start_response)
         try:
             return wsgi_app(environ, start_response)
         finally:
@@ -244,10 +256,14 @@ def unexpected_error(exc: Exception) -> Response:
     admission request whose uid is known is refused in an AdmissionReview (code 500 in the body);
     anything else gets a metav1.Status."""
     log.exception("%s %s failed", request.method, request.path)
-    error = f"{type(exc).__name__}: {exc}"[:300]
+    error = _error(exc)
     known = identify(request.environ.get(_REVIEW_KEY)) if request.path in ADMISSION_PATHS else None
     if known:
         api_version, uid = known
         return _json(responses.failed(api_version, uid, responses.unchecked_message(
             f"internal error in the webhook ({error})", mutating=request.path == "/mutate")))
     return _json(status_body(500, "InternalError", f"internal error in the webhook: {error}"), 500)
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
