@@ -14,7 +14,7 @@ from werkzeug.wsgi import get_content_length, get_input_stream
 
 from webhook import client_auth, metrics, responses
 from webhook.conversion_review import parse_conversion_review
-from webhook.body_budget import NoRoom, decoding_cost, reading_cost
+from webhook.body_budget import BodyBudget, NoRoom, decoding_cost, reading_cost
 from webhook.responses import StatusBody
 from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
                             read_json, refuse_declared_length, too_costly_to_decode)
@@ -46,7 +46,7 @@ def status_body(code: int, reason: str, message: str) -> StatusBody:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
 
 
-def _read_body() -> Any:
+def _read_body(budget: BodyBudget) -> Any:
     environ = request.environ  # read once: every access through the request proxy costs
     # The API server sends exactly this; anything else is parsed as werkzeug does.
     if environ.get("CONTENT_TYPE") != "application/json" and (request.mimetype or "").lower() != "application/json":
@@ -59,7 +59,6 @@ def _read_body() -> Any:
     # Room to read and decode the body in, before a byte of it is read (webhook.body_budget):
     # all a small body can cost at once, else what reading it costs; given back when the
     # request has been answered (around_requests).
-    budget = runtime().body_budget
     deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
     whole = budget.whole_charge(declared_length)
     if whole is not None:
@@ -177,17 +176,20 @@ def around_requests(app: Flask) -> WSGIApplication:
 
 @routes.post("/validate")
 def validate() -> Response:
-    return _json(runtime().admission.validate(parse_admission_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.admission.validate(parse_admission_review(_read_body(served.body_budget))))
 
 
 @routes.post("/mutate")
 def mutate() -> Response:
-    return _json(runtime().admission.mutate(parse_admission_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.admission.mutate(parse_admission_review(_read_body(served.body_budget))))
 
 
 @routes.post("/convert")
 def convert() -> Response:
-    return _json(runtime().conversion.review(parse_conversion_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.conversion.review(parse_conversion_review(_read_body(served.body_budget))))
 
 
 @routes.get("/healthz")
