@@ -181,6 +181,8 @@ class Generators:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+            assert process.stdout is not None
+            process.stdout.close()
 
 
 def main(argv: list[str] | None = None) -> int:

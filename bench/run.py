@@ -14,9 +14,11 @@ like; ``--no-pin`` lets the scheduler place everything.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ from bench.servers import ServerProcess
 from certs import authority
 from policies import registry
 from webhook.bootstrap import ServeOptions
+from webhook.watch_caches import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_FILE = ROOT / "examples" / "policy.yaml"
@@ -55,6 +58,7 @@ class Plan:
     payloads_per_endpoint: int | None  # in the per-payload table; None: all
     pairs: int = 3  # windows of the floor and of ours per comparison, in alternating order
     concurrency: tuple[int, ...] = CONCURRENCY  # of the main table
+    row_concurrency: int = 8  # of every other table's rows (the layouts' second column is at 32)
     at_least_one: bool = False  # every client measures a request, even past the window (bench.load.Job)
     # Start the floor and every server of ours side by side, unpinned, and pin them once they are
     # ready: starting them takes every CPU (timings of start-up mean nothing then).
@@ -72,10 +76,12 @@ QUICK = Plan(seconds=0.2, warmup=0.15, namespaces=(1, 20), worker_counts=(2, 100
              layouts=(), payloads_per_endpoint=1, pairs=2)
 # The test suite's: every table once, in seconds, with two servers of ours (the main one and the
 # one with no rules) and one cluster, whose size is the only namespaces row; the waits around
-# start-up and windows cut short. The numbers mean nothing.
-SMOKE = Plan(seconds=0.05, warmup=0.02, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
-             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(8,), at_least_one=True,
-             servers_at_once=True, settle_seconds=0.3, lead=0.02)
+# start-up and windows cut short (a window of 0.02 s: every client measures one request at least),
+# two clients per window rather than 8 (each window opens fewer connections and waits for fewer
+# first requests). The numbers mean nothing.
+SMOKE = Plan(seconds=0.02, warmup=0.01, namespaces=(5,), worker_counts=(2, 100), rule_counts=(0, EVERY_RULE),
+             layouts=(), payloads_per_endpoint=1, pairs=1, concurrency=(2,), row_concurrency=2, at_least_one=True,
+             servers_at_once=True, settle_seconds=0.1, lead=0.01)
 
 
 def describe_tree(tree: Path) -> str:
@@ -166,19 +172,21 @@ class Bench:
         return Cluster(namespaces, self.workdir / f"kubeconfig-{namespaces}", self.client_cpus)
 
     @staticmethod
-    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0) -> int:
+    def settle(cluster: Cluster, before: Counts, seconds: float, timeout: float = 60.0, *, at_least: int = 0) -> int:
         """Waits until a server started after ``before`` has opened all its watches (/readyz is
-        ready once every kind is listed; each watch starts just after): the watches it opened.
-        Counted as requests, not as open streams: the API server notices a stopped server's
-        streams only when it next writes to them."""
+        ready once every kind is listed; each watch starts just after): the watches it opened,
+        once the API server's counts have stayed still for ``seconds``. ``at_least``: the watches
+        the servers are known to open, waited for first (the still time then only has to show
+        that no more come). Counted as requests, not as open streams: the API server notices a
+        stopped server's streams only when it next writes to them."""
         deadline = time.monotonic() + timeout
         last, since = cluster.counts(), time.monotonic()
         while time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
             now = cluster.counts()
             if now != last:
                 last, since = now, time.monotonic()
-            elif time.monotonic() - since >= seconds:
+            elif time.monotonic() - since >= seconds and last.watches - before.watches >= at_least:
                 break
         return last.watches - before.watches
 
@@ -297,28 +305,29 @@ _DESCRIPTIONS: dict[tuple[int, bytes], str] = {}
 
 
 def describe(server: ServerProcess, load: list[Payload]) -> str:
-    """What the server answers to each payload, checked once: a broken answer stops the run."""
+    """What the server answers to each payload, checked once: a broken answer stops the run.
+    The payloads not checked yet are sent over one kept-alive connection, closed again after."""
     notes = set()
-    for payload in load:
-        key = (server.port, payload.body)
-        if key not in _DESCRIPTIONS:
-            _DESCRIPTIONS[key] = _answer(server, payload)
-        notes.add(_DESCRIPTIONS[key])
+    connection: http.client.HTTPSConnection | None = None
+    try:
+        for payload in load:
+            key = (server.port, payload.body)
+            if key not in _DESCRIPTIONS:
+                if connection is None:
+                    connection = http.client.HTTPSConnection(
+                        "127.0.0.1", server.port, timeout=30, context=ssl.create_default_context(cafile=str(server.ca_file)))
+                _DESCRIPTIONS[key] = _answer(server, payload, connection)
+            notes.add(_DESCRIPTIONS[key])
+    finally:
+        if connection is not None:
+            connection.close()
     return "; ".join(sorted(notes))
 
 
-def _answer(server: ServerProcess, payload: Payload) -> str:
-    import http.client
-    import ssl
-
-    connection = http.client.HTTPSConnection("127.0.0.1", server.port, timeout=30,
-                                             context=ssl.create_default_context(cafile=str(server.ca_file)))
-    try:
-        connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
-        reply = connection.getresponse()
-        status, body = reply.status, reply.read()
-    finally:
-        connection.close()
+def _answer(server: ServerProcess, payload: Payload, connection: http.client.HTTPSConnection) -> str:
+    connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
+    reply = connection.getresponse()
+    status, body = reply.status, reply.read()
     sent = json.loads(payload.body)
     answer = json.loads(body) if status == 200 else {}
     response = answer.get("response") or {}
@@ -348,8 +357,9 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         # Every server started is stopped, side by side, however the run ends.
         stack.callback(stop_all, servers)
         floor = bench.floor()
-        if not plan.servers_at_once:
-            servers.append(floor.start())
+        # The smoke plan starts the floor at once (it needs no cluster) and waits for it with the
+        # servers of ours; otherwise it is ready before anything else starts.
+        servers.append(floor.spawn(pinned=False) if plan.servers_at_once else floor.start())
         started = time.monotonic()
         cluster = stack.enter_context(bench.cluster(namespaces))
         bench.log(f"API server up with {namespaces} namespaces in {time.monotonic() - started:.1f} s")
@@ -360,15 +370,17 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                     if count < len(registry.RULES)}
         started, before = time.monotonic(), cluster.counts()
         ours = bench.ours(cluster)
-        spawned = [ours, *variants.values(), *([floor] if plan.servers_at_once else [])]
+        spawned = [ours, *variants.values()]
         servers += [server.spawn(pinned=not plan.servers_at_once) for server in spawned]
         ours.wait_until_ready()
         sync_seconds = time.monotonic() - started
-        for server in spawned:
+        for server in [*spawned, *([floor] if plan.servers_at_once else [])]:
             server.wait_until_ready()
             server.pin()
-        # The watches one replica opens: every server of ours started here opens the same kinds.
-        watches = bench.settle(cluster, before, plan.settle_seconds) // (1 + len(variants))
+        # The watches one replica opens: every server of ours started here opens the same kinds,
+        # one watch per kind per worker (the benchmark cluster serves every kind).
+        opened = bench.settle(cluster, before, plan.settle_seconds, at_least=len(KINDS) * bench.workers * len(spawned))
+        watches = opened // len(spawned)
         bench.log(f"serve ready (caches synced) in {sync_seconds:.1f} s")
         target = cluster.target
 
@@ -397,14 +409,16 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
                 every = examples[:-1] + bodies.trainjob_payloads(endpoint, target) + examples[-1:]
                 chosen = every if plan.payloads_per_endpoint is None else every[-plan.payloads_per_endpoint:]
                 for payload in chosen:
-                    report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload], 8))
+                    report.payloads.append(bench.compare(ours, floor, cluster, endpoint, payload.name, [payload],
+                                                         plan.row_concurrency))
             relist = bodies.relist_conversion(target)
-            report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist], 8))
+            report.payloads.append(bench.compare(ours, floor, cluster, "/convert", relist.name, [relist],
+                                                 plan.row_concurrency))
 
         worker_counts = plan.worker_counts if "workers" in tables else ()
         for payload in bodies.worker_count_payloads(target, worker_counts):
             describe(ours, [payload])
-            stats = bench.measure(ours, [payload], 8, cluster)
+            stats = bench.measure(ours, [payload], plan.row_concurrency, cluster)
             report.worker_counts.append({"label": payload.name, "stats": asdict(stats)})
 
         rss, pss = worker_memory(ours)
@@ -417,13 +431,13 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
         for count in plan.rule_counts if "rules" in tables else ():
             if count >= len(registry.RULES):  # every rule: what the main server serves already
                 describe(ours, main_load)
-                stats = bench.measure(ours, main_load, 8, cluster)
+                stats = bench.measure(ours, main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
                 continue
             if count in variants:
                 describe(variants[count], main_load)
-                stats = bench.measure(variants[count], main_load, 8, cluster)
+                stats = bench.measure(variants[count], main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
                 continue
@@ -431,7 +445,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             with bench.ours(cluster, name=f"rules-{count}", rules=count) as variant:
                 bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
-                stats = bench.measure(variant, main_load, 8, cluster)
+                stats = bench.measure(variant, main_load, plan.row_concurrency, cluster)
                 report.rules.append({"label": str(count), "stats": asdict(stats)})
                 bench.log(f"{count} rules: {stats.throughput:.0f} req/s, p99 {stats.p99_ms:.2f} ms")
 
@@ -440,7 +454,7 @@ def run(plan: Plan, bench: Bench, report: Report, tables: Collection[str] = TABL
             with bench.ours(cluster, name=f"layout-{workers}x{threads}", workers=workers, threads=threads) as variant:
                 opened = bench.settle(cluster, before, plan.settle_seconds)
                 describe(variant, main_load)
-                c8 = bench.measure(variant, main_load, 8, cluster)
+                c8 = bench.measure(variant, main_load, plan.row_concurrency, cluster)
                 c32 = bench.measure(variant, main_load, 32, cluster)
                 rss, _ = worker_memory(variant)
                 report.layouts.append({"label": f"{workers} x {threads}", "stats": asdict(c8),
@@ -476,7 +490,7 @@ def namespaces_row(bench: Bench, size: int) -> dict[str, Any]:
 def namespace_row(bench: Bench, ours: ServerProcess, cluster: Cluster, load: list[Payload], size: int,
                   sync_seconds: float, watches: int) -> dict[str, Any]:
     describe(ours, load)
-    stats = bench.measure(ours, load, 8, cluster)
+    stats = bench.measure(ours, load, bench.plan.row_concurrency, cluster)
     rss, _ = worker_memory(ours)
     bench.log(f"{size} namespaces: {stats.throughput:.0f} req/s, p50 {stats.p50_ms:.2f} ms, p99 {stats.p99_ms:.2f} ms")
     return {"label": f"{size:,}", "stats": asdict(stats), "sync_seconds": round(sync_seconds, 1),
@@ -504,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="a quick run: every table, small sizes, short windows")
     size.add_argument("--smoke", action="store_true", help="the test suite's: every table once, tiny sizes, "
-                                                           "windows of 0.05 s (the numbers mean nothing)")
+                                                           "two clients, windows of 0.02 s (the numbers mean nothing)")
     parser.add_argument("--seconds", type=float, help="measured seconds per measurement (default 5; quick 0.2)")
     parser.add_argument("--pairs", type=int, help="pairs of floor and ours windows per comparison, in "
                                                   "alternating order (default 3; quick 2)")

@@ -88,7 +88,8 @@ class MutationResult:
 
 
 def default_rules() -> Sequence[Rule]:
-    return registry.RULES
+    """The rules an MPIJob gets (a TrainJob's are ``registry.TRAINJOB_RULES``, passed explicitly)."""
+    return registry.MPIJOB_RULES
 
 
 def default_mutations() -> Sequence[Mutation]:

@@ -113,7 +113,8 @@ class RuleContext:
     trainjob: Any = None
     # Values derived from the request that several rules read (the job's effective pod
     # resources): computed by the first rule that asks, once per context. Not an init field, so
-    # a context copied with another job (dataclasses.replace) starts empty.
+    # a context copied with another job (dataclasses.replace) starts empty. The workload view,
+    # which every workload rule reads, is looked up here directly (policies.workload.request_workload).
     _derived: dict[Hashable, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def params(self, rule_id: str) -> Any:

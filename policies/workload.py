@@ -214,10 +214,12 @@ class WorkloadKind:
         name (what messages have always listed), another API's job reads ``TrainJob train``."""
         return name if self.kind == "MPIJob" else f"{self.kind} {name}"
 
-    @property
-    def count_resource(self) -> str:
-        """The object-count quota resource the API server charges per job: count/mpijobs.kubeflow.org."""
-        return f"count/{self.plural}.{self.group}"
+    # The object-count quota resource the API server charges per job: count/mpijobs.kubeflow.org.
+    # Made once with the kind (one per API, at import), not on every quota check.
+    count_resource: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count_resource", f"count/{self.plural}.{self.group}")
 
 
 class PodNames(Protocol):
@@ -295,7 +297,15 @@ class Workload:
 
 def request_workload(ctx: RuleContext) -> Workload:
     """The view of the request's object, built once per request (per context)."""
-    return ctx.derived("workload", lambda: _workload_in(ctx, ctx.job))
+    # Every workload rule starts here: the context's memo is read directly, without a closure
+    # and a call to ``ctx.derived`` for each of them (docs/performance.md, "counted").
+    try:
+        return ctx._derived[_WORKLOAD]  # type: ignore[no-any-return]
+    except KeyError:
+        return ctx.derived(_WORKLOAD, lambda: _workload_in(ctx, ctx.job))
+
+
+_WORKLOAD = "workload"  # the key of the request's view in RuleContext.derived
 
 
 def request_old_workload(ctx: RuleContext) -> Workload | None:

@@ -15,8 +15,13 @@ UPSTREAM = DATA / "upstream"
 TRAINER = DATA / "trainer"
 
 
+# libyaml's parser where PyYAML has it: the same documents (the constructor is PyYAML's safe one
+# either way), parsed over ten times faster; the Trainer examples alone take seconds without it.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml_documents(path: Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in yaml.load_all(path.read_text(), Loader=_LOADER) if d]
 
 
 def captured_reviews() -> dict[str, dict]:

@@ -63,11 +63,11 @@ class Admission:
         return self._decide("validate", req, self._validate)
 
     def _validate(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
+        if not req.is_mpijob:  # routed by kind first: an MPIJob never asks whether it is a TrainJob
+            return self._validate_trainjob(req) if req.is_trainjob else self._not_ours(req, "validate")
         passed = self._pass_through(req, "validate")
         if passed:
             return passed
-        if req.is_trainjob:
-            return self._validate_trainjob(req)
         job = self._hub_object(req.object, req)
         if job is None:
             return self._allow(req, "validate", "older-version", warnings=[self._older_version_warning(req)])
@@ -86,26 +86,30 @@ class Admission:
         return self._decide("mutate", req, self._mutate)
 
     def _mutate(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
-        passed = self._pass_through(req, "mutate")
-        if passed:
-            return passed
-        if req.operation != "CREATE":
-            return self._allow(req, "mutate", "skipped-operation")
-        if req.is_trainjob:
-            return self._mutate_trainjob(req)
-        if req.version != HUB_VERSION:
-            # A patch must be in the version of the object the API server sent, and our
-            # mutations are written for v2beta1: patching a converted copy and translating the
-            # patch back is not sound (v1alpha1 has no launcher template to add a label to).
-            # Registered for v2beta1 with matchPolicy Equivalent, this webhook gets v2beta1
-            # objects converted from any version, and those it mutates.
-            return self._allow(req, "mutate", "older-version")
-        settings = self._settings(req)
-        if settings is None:
-            return self._allow(req, "mutate", "exempt")
-        return self._mutated(req, self._context(req, req.object, settings, None))
-
-    def _mutated(self, req: AdmissionRequest, ctx: RuleContext) -> tuple[AdmissionReviewAnswer, Decision]:
+        if req.is_mpijob:
+            passed = self._pass_through(req, "mutate")
+            if passed:
+                return passed
+            if req.operation != "CREATE":
+                return self._allow(req, "mutate", "skipped-operation")
+            if req.version != HUB_VERSION:
+                # A patch must be in the version of the object the API server sent, and our
+                # mutations are written for v2beta1: patching a converted copy and translating the
+                # patch back is not sound (v1alpha1 has no launcher template to add a label to).
+                # Registered for v2beta1 with matchPolicy Equivalent, this webhook gets v2beta1
+                # objects converted from any version, and those it mutates.
+                return self._allow(req, "mutate", "older-version")
+            settings = self._settings(req)
+            if settings is None:
+                return self._allow(req, "mutate", "exempt")
+            ctx = self._context(req, req.object, settings, None)
+        elif req.is_trainjob:
+            prepared = self._trainjob_to_mutate(req)
+            if not isinstance(prepared, RuleContext):
+                return prepared
+            ctx = prepared
+        else:
+            return self._not_ours(req, "mutate")
         result = mutate(ctx, self.mutations)
         if result.invalid:
             response = responses.deny_findings(req, result.invalid)
@@ -123,6 +127,9 @@ class Admission:
     def _validate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
         """Only TrainJobs on an MPI runtime are checked, by the same rules and policy as MPIJobs;
         the others pass untouched. A runtime the cache does not hold is the cluster-state case."""
+        passed = self._pass_through(req, "validate")
+        if passed:
+            return passed
         if not isinstance(req.object, Mapping):
             return self._allow(req, "validate", "not-mpi-runtime")
         if req.operation == "UPDATE" and self._spec_unchanged(req):
@@ -157,7 +164,13 @@ class Admission:
         decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
         return responses.from_verdict(req, verdict), decision
 
-    def _mutate_trainjob(self, req: AdmissionRequest) -> tuple[AdmissionReviewAnswer, Decision]:
+    def _trainjob_to_mutate(self, req: AdmissionRequest) -> RuleContext | tuple[AdmissionReviewAnswer, Decision]:
+        """The context the mutations get for a TrainJob, or the answer when none run."""
+        passed = self._pass_through(req, "mutate")
+        if passed:
+            return passed
+        if req.operation != "CREATE":
+            return self._allow(req, "mutate", "skipped-operation")
         if not isinstance(req.object, Mapping):
             return self._allow(req, "mutate", "not-mpi-runtime")
         settings = self._settings(req)
@@ -175,7 +188,7 @@ class Admission:
         # runtime's templates and are left out (/validate says the runtime is unknown).
         ctx = self._context(req, req.object, settings, None)
         attach(ctx, review)
-        return self._mutated(req, ctx)
+        return ctx
 
     def _trainjob_shape(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
         """A TrainJob whose fields the webhook reads have the wrong types: refused with their
@@ -237,11 +250,14 @@ class Admission:
                 log.exception("decision observer failed")
         return response
 
+    def _not_ours(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision]:
+        """Neither an MPIJob nor a TrainJob: the webhook's registration sends it by mistake."""
+        log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",
+                    endpoint, req.group, req.version, req.kind)
+        return self._allow(req, endpoint, "not-mpijob")
+
     def _pass_through(self, req: AdmissionRequest, endpoint: str) -> tuple[AdmissionReviewAnswer, Decision] | None:
-        if not req.is_mpijob and not req.is_trainjob:
-            log.warning("%s called for %s/%s %s: not an MPIJob, allowed (check the webhook's rules)",
-                        endpoint, req.group, req.version, req.kind)
-            return self._allow(req, endpoint, "not-mpijob")
+        """Operations and subresources no rule or mutation is about (of an MPIJob or a TrainJob)."""
         if req.operation in ("DELETE", "CONNECT") or req.sub_resource:
             return self._allow(req, endpoint, "skipped-operation")
         return None

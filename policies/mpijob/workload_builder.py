@@ -33,6 +33,13 @@ WORKER_SUFFIX = "-worker-"
 
 _SLOTS = Source("spec.slotsPerWorker")
 _RUN_LAUNCHER_AS_WORKER = Source("spec.runLauncherAsWorker")
+# The flag and the lifecycle have a few possible values each: made here, shared by every view
+# (a view and what it holds are read only), not made again for each request.
+_RUNS_RANKS = {value: Flag(value, _RUN_LAUNCHER_AS_WORKER) for value in (False, True)}
+_SUSPENDED = Lifecycle(suspended=True, active=False, pods_not_created_yet=False)
+_INACTIVE = Lifecycle(suspended=False, active=False, pods_not_created_yet=False)
+_STARTING = Lifecycle(suspended=False, active=True, pods_not_created_yet=True)
+_RUNNING = Lifecycle(suspended=False, active=True, pods_not_created_yet=False)
 _QUEUE = Source(f"metadata.labels[{QUEUE_LABEL}]")
 _GROUPS = {
     LAUNCHER: (Role.LAUNCHER, "launcher", Source(replica_path(LAUNCHER)),
@@ -80,9 +87,9 @@ def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
         launcher=launcher,
         workers=workers,
         slots=Slots(job_spec.get("slotsPerWorker"), _SLOTS),
-        launcher_runs_ranks=Flag(runs_ranks, _RUN_LAUNCHER_AS_WORKER),
+        launcher_runs_ranks=_RUNS_RANKS[runs_ranks],
         pod_names=MPIJobPodNames(_named_workers(workers, runs_ranks)),
-        lifecycle=lifecycle(job),
+        lifecycle=_lifecycle(job, job_spec, meta),
         queue=(meta.get("labels") or {}).get(QUEUE_LABEL),
         queue_source=_QUEUE,
         object=job,
@@ -152,12 +159,16 @@ def lifecycle(job: Mapping[str, Any]) -> Lifecycle:
     The rare window where pods exist but the status is not written yet counts a job twice
     (cautious); a ``WaitForWorkersReady`` launcher created later is not counted.
     """
-    run_policy = spec(job).get("runPolicy") or {}
-    suspended = bool(run_policy.get("suspend"))
-    if suspended:  # the usual new job has no status: nothing more to read
-        return Lifecycle(True, False, False)
+    return _lifecycle(job, spec(job), metadata(job))
+
+
+def _lifecycle(job: Mapping[str, Any], job_spec: Mapping[str, Any], meta: Mapping[str, Any]) -> Lifecycle:
+    """``lifecycle``, from the spec and metadata the builder has read already."""
+    run_policy = job_spec.get("runPolicy") or {}
+    if run_policy.get("suspend"):  # the usual new job has no status: nothing more to read
+        return _SUSPENDED
     conditions = _conditions(job) if job.get("status") else {}
-    managed_by = run_policy.get("managedBy")
-    active = not (conditions.get("Succeeded") == "True" or conditions.get("Failed") == "True"
-                  or metadata(job).get("deletionTimestamp") or managed_by not in (None, "", OPERATOR))
-    return Lifecycle(False, active, active and (not conditions or conditions.get("Suspended") == "True"))
+    if (conditions.get("Succeeded") == "True" or conditions.get("Failed") == "True"
+            or meta.get("deletionTimestamp") or run_policy.get("managedBy") not in (None, "", OPERATOR)):
+        return _INACTIVE
+    return _STARTING if not conditions or conditions.get("Suspended") == "True" else _RUNNING

@@ -39,7 +39,7 @@ class RestrictedServiceAccount:
 
     def apply(self, job: WorkingCopy, ctx: RuleContext) -> Mutated:
         params: RestrictedServiceAccountParams = ctx.params(self.id)
-        review = review_of(ctx)
+        review = review_of(ctx) if ctx.trainjob is not None else None  # an MPIJob's context carries none
         if review is not None:
             return self._apply_to_trainjob(job, review, params)
         changed = False

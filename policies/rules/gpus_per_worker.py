@@ -165,7 +165,8 @@ def _names_devices(container: Mapping[str, Any]) -> bool:
 
 
 def _is_device(resource: str) -> bool:
-    return is_extended(resource) or is_gpu(resource)
+    # Both are domain-qualified names: cpu and memory, what most containers name, stop at the "/"
+    return "/" in resource and (is_extended(resource) or is_gpu(resource))
 
 
 def _gpus_counted(container: ContainerResources) -> ContainerResources | None:

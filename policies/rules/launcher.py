@@ -22,7 +22,7 @@ class Launcher:
     needs_cluster = False
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        review = review_of(ctx)
+        review = review_of(ctx) if ctx.trainjob is not None else None  # an MPIJob's context carries none
         if review is not None:
             return self._trainjob(review)
         launcher = replica_spec(ctx.job, LAUNCHER)

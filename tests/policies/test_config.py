@@ -376,7 +376,8 @@ def registry_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json_schema())
 
 
-@settings(max_examples=200)  # ~8 ms an example: schema validation of the whole document
+# ~8 ms an example: schema validation of the whole document
+@settings(max_examples=min(settings.default.max_examples, 200))
 @given(actions=st.fixed_dictionaries({r.id: st.sampled_from(list(Action)) for r in RULES}),
        switches=st.fixed_dictionaries({m.id: st.booleans() for m in MUTATIONS}))
 def test_any_choice_of_actions_and_switches_reads_back_exactly(actions, switches):
@@ -398,7 +399,8 @@ DOCUMENTS = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st
     KEYS | st.text(max_size=6), inner, max_size=5), max_leaves=25)
 
 
-@settings(max_examples=500)  # ~20 ms an example (generation of nested documents)
+# ~20 ms an example (generation of nested documents)
+@settings(max_examples=min(settings.default.max_examples, 500))
 @given(document=DOCUMENTS)
 def test_any_document_is_a_policy_or_a_policy_error(document):
     try:

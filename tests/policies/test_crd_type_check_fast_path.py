@@ -109,7 +109,7 @@ def _walk_finds_nothing(job: Any) -> bool:
     return not list(_walk(job, _checked_schema(), ""))
 
 
-@settings(max_examples=300)
+@settings(max_examples=min(settings.default.max_examples, 300))
 @given(st.data())
 def test_fast_path_agrees_with_the_walk(data: st.DataObject) -> None:
     job = data.draw(st.sampled_from(JOBS))

@@ -205,7 +205,7 @@ RULE_SPECS = st.lists(st.tuples(st.booleans(), st.lists(ACTIONS, max_size=2).map
                                 st.sampled_from([False, False, False, True]), ACTIONS), max_size=6)
 
 
-@settings(max_examples=200)
+@settings(max_examples=min(settings.default.max_examples, 200))
 @given(RULE_SPECS, st.booleans(), st.booleans(), ACTIONS)
 def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_action):
     rules = [Scripted(f"r{i}", cluster, ceilings, fails) for i, (cluster, ceilings, fails, _) in enumerate(specs)]
@@ -223,3 +223,10 @@ def test_the_verdict_is_the_plain_loops(specs, available, as_tuple, unavailable_
         assert (verdict.denials, verdict.warnings, verdict.audits) == \
             (by_action[Action.DENY], by_action[Action.WARN], by_action[Action.AUDIT])
         assert verdict.allowed is (expected.error is None and not by_action[Action.DENY])
+
+
+def test_an_mpijob_is_not_given_the_rules_about_a_trainjobs_runtime():
+    from policies import registry
+
+    assert [r.id for r in engine.default_rules()] == [r.id for r in registry.RULES if r.id != "training-runtime"]
+    assert "training-runtime" in [r.id for r in registry.TRAINJOB_RULES]

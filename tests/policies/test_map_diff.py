@@ -51,7 +51,7 @@ def _canonical(ops: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(op, sort_keys=True) for op in ops)
 
 
-@settings(max_examples=300)
+@settings(max_examples=min(settings.default.max_examples, 300))
 @given(MAPS, st.data())
 def test_map_diff_is_jsonpatchs_patch_or_declines(original: dict[str, Any], data: st.DataObject) -> None:
     edited = _edit(original, data)
@@ -82,7 +82,7 @@ def _edit_working_copy(job: WorkingCopy, data: st.DataObject) -> None:
             target[data.draw(KEYS)] = data.draw(VALUES)
 
 
-@settings(max_examples=300)
+@settings(max_examples=min(settings.default.max_examples, 300))
 @given(MAPS, st.data())
 def test_patch_of_the_copy_on_write_working_copy(original: dict[str, Any], data: st.DataObject) -> None:
     request = copy.deepcopy(original)
@@ -122,7 +122,7 @@ def test_items_appended_to_a_list_of_the_requests_own_items_are_added_at_their_i
     assert jsonpatch.apply_patch(request, ops) == mutated
 
 
-@settings(max_examples=200)
+@settings(max_examples=min(settings.default.max_examples, 200))
 @given(st.lists(VALUES, max_size=4), st.lists(VALUES, min_size=1, max_size=3), st.data())
 def test_appended_items_give_jsonpatchs_patch(items: list[Any], appended: list[Any], data: st.DataObject) -> None:
     key = data.draw(KEYS)

@@ -182,3 +182,12 @@ def test_the_replaced_object_of_an_update_has_its_own_view():
 def test_an_mpijob_view_by_kind_dispatch():
     assert workload_of(mpijob()).kind is MPIJOB
     assert (MPIJOB.count_resource, MPIJOB.one) == ("count/mpijobs.kubeflow.org", "an MPIJob")
+
+
+@pytest.mark.parametrize("runs_ranks", [False, True])
+def test_views_share_the_few_flag_and_lifecycle_values_without_sharing_anything_per_job(runs_ranks):
+    one, two = (mpijob_workload({**mpijob(workers=n), "spec": {**mpijob(workers=n)["spec"], "runLauncherAsWorker": runs_ranks}})
+                for n in (1, 3))
+    assert one.launcher_runs_ranks is two.launcher_runs_ranks and one.launcher_runs_ranks.value is runs_ranks
+    assert one.lifecycle is two.lifecycle == Lifecycle(False, True, True)
+    assert one.workers is not two.workers and (one.workers.pods, two.workers.pods) == (1, 3)

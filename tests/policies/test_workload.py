@@ -2,7 +2,7 @@
 rules speak in the terms of whatever object the view was built from (here a hand-made view of
 the shape a TrainJob on an MPI runtime gives: counts from spec.trainer, slots from the runtime,
 GPUs from spec.trainer.resourcesPerNode)."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from policies.interface import Problem
 from policies.messages import line
@@ -175,3 +175,11 @@ def test_in_flight_charges_count_the_jobs_of_every_list_given():
     assert in_flight.names["requests.nvidia.com/gpu"] == ("first", "second")
     assert in_flight.totals["requests.nvidia.com/gpu"] == 2 * 2 + 3 * 2
     assert namespace_quotas(quotas, ranges, mpijobs, others) is derived  # once per change of the snapshots
+
+
+def test_the_request_view_is_built_once_per_context_and_anew_for_a_copy():
+    ctx = context(mpijob(workers=2))
+    view = request_workload(ctx)
+    assert request_workload(ctx) is view  # every workload rule reads the same view
+    old = replace(ctx, job=mpijob(workers=5))  # as ratcheting copies a context for the stored job
+    assert request_workload(old) is not view and request_workload(old).workers.pods == 5

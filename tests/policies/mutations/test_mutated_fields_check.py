@@ -214,7 +214,7 @@ def _on_declared_fields(path: str) -> bool:
         for field in DECLARED)
 
 
-@settings(max_examples=300)
+@settings(max_examples=min(settings.default.max_examples, 300))
 @given(st.data())
 def test_the_findings_are_the_whole_checks_type_findings_on_the_declared_fields(data: st.DataObject):
     job = data.draw(st.sampled_from(JOBS))
@@ -250,7 +250,7 @@ def _pointer(field: tuple[str, ...]) -> str:
 POINTERS = [_pointer(field) for field in declared_fields(MUTATIONS)]
 
 
-@settings(max_examples=300)
+@settings(max_examples=min(settings.default.max_examples, 300))
 @given(st.data())
 def test_past_the_check_the_mutations_never_fail_and_patch_only_declared_fields(data: st.DataObject):
     """Why the check may be narrow: whatever the rest of the object holds, the mutations read

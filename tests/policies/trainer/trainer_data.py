@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import copy
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from testing.reference_data import TRAINER
+from testing.reference_data import TRAINER, load_yaml_documents
 
 DATA = TRAINER
 RUNTIMES = DATA / "runtimes"
@@ -15,7 +14,14 @@ CRDS = DATA / "crds"
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+    return copy.deepcopy(_parsed(path))
+
+
+@cache
+def _parsed(path: Path) -> list[dict[str, Any]]:
+    """Each file parsed once a run: ``mpi_runtimes`` reads the CRDs among these files (megabytes)
+    every time it is called."""
+    return [doc for doc in load_yaml_documents(path) if isinstance(doc, dict)]
 
 
 def mpi_runtimes() -> dict[str, dict[str, Any]]:
