@@ -10,6 +10,14 @@ OOM-killed and both webhooks were down. With the budget, what bodies cost is bou
 
 How a request is charged (``webhook.routes``):
 
+0. A small body of declared length (the reviews the API server sends): what the worst body of
+   that length can cost (``worst_cost``, ``WORST_PER_BYTE`` a byte), once, before it is read,
+   when that is at most ``bounded_charge`` (a ``2 × threads``-th of ``capacity``: with every
+   thread holding one, at most half the budget is taken). It is never resized, so its body is
+   never scanned for the budget, and it passes waiting requests like any small charge. This
+   holds up to ~250 times what an ordinary review really costs (16 MiB for a 64 KiB body),
+   bounded; a body past that bound, or of unknown length (chunked), is charged in two steps:
+
 1. Before its body is read: what reading and decoding its declared length costs at least
    (``reading_cost``). The client's bytes stay in the kernel until there is room.
 2. Once the body is in: what building the document will cost, estimated from the body's
@@ -50,6 +58,9 @@ READING_FACTOR = 5
 # container, a float, an int or a short string: up to 64).
 PER_CONTAINER = 240
 PER_VALUE = 64
+# What ``decoding_cost`` charges a byte at most: read, its text at its widest, and the byte a
+# container (the body all brackets: a body json refuses is still counted).
+WORST_PER_BYTE = READING_FACTOR + 2 * 4 + max(PER_CONTAINER, PER_VALUE)
 
 
 class NoRoom(Exception):
@@ -68,6 +79,11 @@ def reading_cost(declared_length: int | None, max_body: int) -> int:
     return PER_REQUEST + READING_FACTOR * length
 
 
+def worst_cost(declared_length: int) -> int:
+    """What ``decoding_cost`` charges the costliest body of ``declared_length`` bytes."""
+    return PER_REQUEST + WORST_PER_BYTE * declared_length
+
+
 def decoding_cost(body: bytes | bytearray) -> int:
     """An upper bound of what decoding ``body`` into Python objects costs at its peak: the
     text (4 bytes a character at worst once one character is beyond Latin-1), the strings
@@ -81,15 +97,21 @@ def decoding_cost(body: bytes | bytearray) -> int:
 class BodyBudget:
     """``capacity`` bytes shared by the requests of one process (see the module docstring)."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, max_waiting: int = 4, max_wait: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, threads: int = 8, max_waiting: int = 4,
+                 max_wait: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         if capacity < SMALL_CHARGE:
             raise ValueError(f"a body budget of {capacity} bytes is below {SMALL_CHARGE} bytes, one ordinary request")
         self.capacity = capacity
+        # The largest charge a body is given whole before it is read (step 0 above): ``threads``
+        # requests holding one each take at most half the budget.
+        self.bounded_charge = capacity // (2 * max(threads, 1))
         self.max_waiting = max_waiting
         self.max_wait = max_wait  # seconds a request may wait at most, whatever its own deadline
         self._clock = clock
-        self._lock = threading.Condition(threading.Lock())
+        # Taken directly (a C-level context manager) where nothing waits, through the Condition
+        # built on it where a request waits or wakes those who do.
+        self._mutex = threading.Lock()
+        self._lock = threading.Condition(self._mutex)
         self._in_use = 0
         self._waiting: deque[object] = deque()
 
@@ -101,15 +123,26 @@ class BodyBudget:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def reserve(self, charge: int, deadline: float, *, again: bool = False) -> Reservation:
+    def whole_charge(self, declared_length: int | None) -> int | None:
+        """The one charge a body of ``declared_length`` bytes is given before it is read, if
+        its worst cost is at most ``bounded_charge`` (step 0 above); else None: it is charged
+        for reading, then resized to ``decoding_cost`` once it is in."""
+        if declared_length is None:
+            return None
+        charge = worst_cost(declared_length)
+        return charge if charge <= self.bounded_charge else None
+
+    def reserve(self, charge: int, deadline: float, *, again: bool = False, small: bool = False) -> Reservation:
         """Room for ``charge`` bytes, waiting until ``deadline`` (a ``clock`` time) at most;
         NoRoom if it cannot be had by then, or if ``max_waiting`` requests wait already.
         ``again``: a request that had its turn and now needs more (``Reservation.resize``)
-        waits first in line, and is not turned away for the others waiting."""
+        waits first in line, and is not turned away for the others waiting. ``small``: passes
+        waiting requests when it fits, whatever its size (a ``whole_charge``), as a charge of
+        at most ``SMALL_CHARGE`` does."""
         if charge > self.capacity:
             raise ValueError(f"a charge of {charge} bytes can never fit a budget of {self.capacity}")
-        with self._lock:
-            if self._fits(charge) and (not self._waiting or charge <= SMALL_CHARGE):
+        with self._mutex:
+            if self._in_use + charge <= self.capacity and (not self._waiting or small or charge <= SMALL_CHARGE):
                 self._in_use += charge
                 return Reservation(self, charge)
             if len(self._waiting) >= self.max_waiting and not again:
@@ -147,9 +180,10 @@ class BodyBudget:
         return self._in_use + charge <= self.capacity
 
     def _give_back(self, charge: int) -> None:
-        with self._lock:
+        with self._mutex:
             self._in_use -= charge
-            self._lock.notify_all()
+            if self._waiting:  # every request waiting on the Condition has its turn in _waiting
+                self._lock.notify_all()
 
 
 class Reservation:

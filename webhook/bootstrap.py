@@ -73,8 +73,9 @@ BODY_READ_SECONDS = 2.0
 
 def body_budget(options: ServeOptions) -> BodyBudget:
     """The budget of one worker: at most half its threads wait for room (the others serve
-    everyone else), each for no longer than leaves its body time to arrive."""
-    return BodyBudget(options.body_memory_mib * MiB, max_waiting=max(1, options.threads // 2),
+    everyone else), each for no longer than leaves its body time to arrive; small bodies are
+    charged their worst case whole while every thread holding one takes at most half of it."""
+    return BodyBudget(options.body_memory_mib * MiB, threads=options.threads, max_waiting=max(1, options.threads // 2),
                       max_wait=max(options.client_timeout - BODY_READ_SECONDS, options.client_timeout / 2))
 
 

@@ -204,7 +204,7 @@ def _nested_deeper_than(body: bytes | bytearray, limit: int, encoding: str | Non
     encoding = encoding or _encoding(body)
     if encoding not in ("utf-8", "utf-8-sig"):  # UTF-16 or UTF-32, which json.loads also reads
         body = body.decode(encoding, "surrogatepass").encode("utf-8", "surrogatepass")
-    marks = b"".join([_marks(piece) for piece in _pieces(body, piece_bytes)])
+    marks = _all_marks(body, piece_bytes, _NOT_MARKS)
     # Two quotes in a row have nothing between them: dropping them leaves every other quote
     # opening or closing as before, and in most bodies no quote at all.
     marks = marks.replace(b'""', b"")
@@ -232,14 +232,22 @@ def json_structure(body: bytes | bytearray, piece_bytes: int = 1024 * 1024) -> t
     for one in UTF-16 or UTF-32, every bracket, comma and colon byte, in strings or not."""
     if _encoding(body) not in ("utf-8", "utf-8-sig"):
         return body.count(b"{") + body.count(b"["), body.count(b",") + body.count(b":")
-    marks = b"".join([_marks(piece, _NOT_STRUCTURE) for piece in _pieces(body, piece_bytes)])
+    marks = _all_marks(body, piece_bytes, _NOT_STRUCTURE)
     marks = marks.replace(b'""', b"")
     if b'"' in marks:
         marks = b"".join(marks.split(b'"')[::2])
     return marks.count(b"["), marks.count(b",") + marks.count(b":")
 
 
-def _marks(piece: bytes, delete: bytes = _NOT_MARKS) -> bytes:
+def _all_marks(body: bytes | bytearray, piece_bytes: int, delete: bytes) -> bytes:
+    """``_marks`` of the whole body, read ``piece_bytes`` at a time: a body of one piece (any
+    ordinary review) is read as it is, without a copy of it or a list of pieces to join."""
+    if len(body) <= piece_bytes:
+        return _marks(body, delete)
+    return b"".join([_marks(piece, delete) for piece in _pieces(body, piece_bytes)])
+
+
+def _marks(piece: bytes | bytearray, delete: bytes = _NOT_MARKS) -> bytes:
     """The brackets ({ read as [) and the quotes of ``piece`` that delimit strings (and every
     other byte ``delete`` keeps)."""
     # Every escape drops out, so that every quote left opens or closes a string: one pass of a

@@ -5,19 +5,23 @@ import json
 import logging
 import re
 import ssl
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import ClientDisconnected, HTTPException
 from werkzeug.wsgi import get_content_length, get_input_stream
 
 from webhook import client_auth, metrics, responses
 from webhook.conversion_review import parse_conversion_review
-from webhook.body_budget import NoRoom, decoding_cost, reading_cost
+from webhook.body_budget import BodyBudget, NoRoom, decoding_cost, reading_cost
 from webhook.responses import StatusBody
 from webhook.review import (MAX_BODY_BYTES, TOO_LARGE, BadReview, identify, parse_admission_review, read_body,
                             read_json, refuse_declared_length, too_costly_to_decode)
 from webhook.runtime import Runtime
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 routes = Blueprint("routes", __name__)
@@ -42,7 +46,7 @@ def status_body(code: int, reason: str, message: str) -> StatusBody:
     return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
 
 
-def _read_body() -> Any:
+def _read_body(budget: BodyBudget) -> Any:
     environ = request.environ  # read once: every access through the request proxy costs
     # The API server sends exactly this; anything else is parsed as werkzeug does.
     if environ.get("CONTENT_TYPE") != "application/json" and (request.mimetype or "").lower() != "application/json":
@@ -52,11 +56,15 @@ def _read_body() -> Any:
     stream = get_input_stream(environ, max_content_length=None)
     declared_length = get_content_length(environ)
     refuse_declared_length(declared_length)  # before taking any room for it
-    # Room to read and decode the body in, before a byte of it is read (webhook.body_budget);
-    # given back when the request has been answered (release_body_room).
-    budget = runtime().body_budget
+    # Room to read and decode the body in, before a byte of it is read (webhook.body_budget):
+    # all a small body can cost at once, else what reading it costs; given back when the
+    # request has been answered (around_requests).
     deadline = budget.deadline(requested_wait(environ.get("QUERY_STRING", "")))
-    room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
+    whole = budget.whole_charge(declared_length)
+    if whole is not None:
+        room = environ[_ROOM_KEY] = budget.reserve(whole, deadline, small=True)
+    else:
+        room = environ[_ROOM_KEY] = budget.reserve(reading_cost(declared_length, MAX_BODY_BYTES), deadline)
     try:
         body = read_body(stream, declared_length)
     except BadReview:
@@ -71,10 +79,11 @@ def _read_body() -> Any:
         # when the body is read, i.e. here: the client's mistake, not the webhook's.
         framing = "chunked framing" if declared_length is None else "framing"
         raise BadReview(400, f"request body could not be read: its {framing} is invalid: {exc}") from None
-    cost = decoding_cost(body)
-    if cost > budget.capacity:
-        raise too_costly_to_decode(body, cost, budget.capacity)
-    room.resize(cost, deadline)
+    if whole is None:  # a whole charge holds what decoding this body can cost: nothing to count
+        cost = decoding_cost(body)
+        if cost > budget.capacity:
+            raise too_costly_to_decode(body, cost, budget.capacity)
+        room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
     # plain dict, rather than on flask.g, reached through a context-local proxy.
     review = environ[_REVIEW_KEY] = read_json(body)
@@ -90,10 +99,9 @@ ADMISSION_PATHS = ("/validate", "/mutate")
 HEALTH_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
 
 
-@routes.before_app_request
-def check_client() -> Response | None:
-    """Which port the request came on, and whether its client may call this endpoint."""
-    environ = request.environ
+def refused_client(environ: WSGIEnvironment, runtime: Runtime) -> Response | None:
+    """The answer to a request that came on the wrong port for its path, or from a client that
+    may not call it (webhook.client_auth); None for any other."""
     sock = environ.get("gunicorn.socket")
     if sock is None:  # not under gunicorn (the Flask test client): every route, no client check
         return None
@@ -105,7 +113,7 @@ def check_client() -> Response | None:
                                  "admission and conversion are served over TLS only"), 404)
     if path == "/metrics":
         return _json(status_body(404, "NotFound", "/metrics is served on the health port (--health-port)"), 404)
-    auth = runtime().client_auth
+    auth = runtime.client_auth
     if auth is None or path not in auth.paths:
         return None
     peer = environ.get("REMOTE_ADDR", "")
@@ -138,29 +146,50 @@ def requested_wait(query: str) -> float | None:
     return sum(float(n) * _SECONDS[unit] for n, unit in parts) - ANSWER_MARGIN
 
 
-@routes.teardown_app_request
-def release_body_room(error: BaseException | None = None) -> None:
-    """The request is answered: its document goes, and so does the room it held."""
-    environ = request.environ
-    environ.pop(_REVIEW_KEY, None)
-    room = environ.pop(_ROOM_KEY, None)
-    if room is not None:
-        room.release()
+def around_requests(app: Flask) -> WSGIApplication:
+    """``app``'s WSGI callable inside what every request passes through: first, whether its
+    port and client may call its path (``refused_client``: answered without Flask seeing it);
+    last, once it is answered (the response built, its body not yet sent: where Flask runs its
+    teardown hooks), its document goes, and so does the room its body held. A WSGI wrapper
+    rather than Flask's before- and teardown hooks: each hook costs every request the calls
+    that look it up and run it (docs/performance.md)."""
+    wsgi_app = app.wsgi_app
+    extensions = app.extensions
+
+    def answer(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            refused = refused_client(environ, extensions["mpijob-webhook"])
+        except Exception as exc:  # noqa: BLE001 - as unexpected_error answers: a Status, not a page
+            log.exception("%s %s failed", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            refused = _json(status_body(500, "InternalError", f"internal error in the webhook: {_error(exc)}"), 500)
+        if refused is not None:
+            return refused(environ, start_response)
+        try:
+            return wsgi_app(environ, start_response)
+        finally:
+            environ.pop(_REVIEW_KEY, None)
+            room = environ.pop(_ROOM_KEY, None)
+            if room is not None:
+                room.release()
+    return answer
 
 
 @routes.post("/validate")
 def validate() -> Response:
-    return _json(runtime().admission.validate(parse_admission_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.admission.validate(parse_admission_review(_read_body(served.body_budget))))
 
 
 @routes.post("/mutate")
 def mutate() -> Response:
-    return _json(runtime().admission.mutate(parse_admission_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.admission.mutate(parse_admission_review(_read_body(served.body_budget))))
 
 
 @routes.post("/convert")
 def convert() -> Response:
-    return _json(runtime().conversion.review(parse_conversion_review(_read_body())))
+    served = runtime()  # once: each look-up goes through Flask's context proxy
+    return _json(served.conversion.review(parse_conversion_review(_read_body(served.body_budget))))
 
 
 @routes.get("/healthz")
@@ -229,10 +258,14 @@ def unexpected_error(exc: Exception) -> Response:
     admission request whose uid is known is refused in an AdmissionReview (code 500 in the body);
     anything else gets a metav1.Status."""
     log.exception("%s %s failed", request.method, request.path)
-    error = f"{type(exc).__name__}: {exc}"[:300]
+    error = _error(exc)
     known = identify(request.environ.get(_REVIEW_KEY)) if request.path in ADMISSION_PATHS else None
     if known:
         api_version, uid = known
         return _json(responses.failed(api_version, uid, responses.unchecked_message(
             f"internal error in the webhook ({error})", mutating=request.path == "/mutate")))
     return _json(status_body(500, "InternalError", f"internal error in the webhook: {error}"), 500)
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]

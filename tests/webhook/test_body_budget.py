@@ -2,16 +2,20 @@
 whatever happens; and the charge it is given bounds what decoding its body really costs."""
 from __future__ import annotations
 
+import io
 import json
 import threading
 import time
 import tracemalloc
 
 import pytest
+from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from testing.builders import admission_review, mpijob
-from testing.app_client import webhook
-from webhook.body_budget import SMALL_CHARGE, BodyBudget, MiB, NoRoom, decoding_cost
+from testing.app_client import Webhook, webhook
+from webhook.body_budget import (PER_REQUEST, SMALL_CHARGE, WORST_PER_BYTE, BodyBudget, MiB, NoRoom, decoding_cost,
+                                 worst_cost)
+from webhook.bootstrap import ServeOptions, body_budget
 from webhook.review import read_json
 
 BIG = 40 * MiB
@@ -129,6 +133,49 @@ def test_a_charge_larger_than_the_budget_is_an_error_not_a_wait():
         BodyBudget(100 * MiB).reserve(101 * MiB, soon())
 
 
+def test_a_small_bodys_whole_charge_is_bounded_by_body_memory_over_twice_the_threads():
+    budget = BodyBudget(256 * MiB, threads=8)
+    assert budget.bounded_charge == 16 * MiB
+    largest = (16 * MiB - PER_REQUEST) // WORST_PER_BYTE  # 66,054 bytes: about 64 KiB
+    assert largest == 66_054
+    assert budget.whole_charge(largest) == worst_cost(largest) == PER_REQUEST + 253 * largest
+    assert budget.whole_charge(largest + 1) is None  # charged for reading, resized once read
+    assert budget.whole_charge(None) is None  # chunked: its length is not known before it is read
+    assert BodyBudget(64 * MiB, threads=2).bounded_charge == 16 * MiB
+    assert body_budget(ServeOptions(body_memory_mib=64, threads=4)).bounded_charge == 8 * MiB
+
+
+def test_every_thread_holding_a_whole_charge_takes_at_most_half_the_budget():
+    threads = 8
+    budget = BodyBudget(256 * MiB, threads=threads)
+    largest = (budget.bounded_charge - PER_REQUEST) // WORST_PER_BYTE
+    charge = budget.whole_charge(largest)
+    assert charge is not None
+    rooms = [budget.reserve(charge, soon(), small=True) for _ in range(threads)]
+    assert budget.in_use <= budget.capacity // 2
+    for room in rooms:
+        room.release()
+    assert budget.in_use == 0
+
+
+def test_a_whole_charge_passes_waiting_requests_as_a_small_one_does():
+    budget = BodyBudget(100 * MiB, threads=2)  # whole charges up to 25 MiB
+    charge = budget.whole_charge(40_000)
+    assert charge is not None and SMALL_CHARGE < charge <= budget.bounded_charge
+    held = budget.reserve(80 * MiB, soon())
+    waiter = threading.Thread(target=lambda: budget.reserve(BIG, soon(5)).release())
+    waiter.start()
+    while budget.waiting < 1:
+        time.sleep(0.01)
+    with pytest.raises(NoRoom):  # as big a charge that is not a whole one waits its turn
+        budget.reserve(charge, soon(0.1))
+    with budget.reserve(charge, soon(), small=True):
+        assert budget.in_use == 80 * MiB + charge
+    held.release()
+    waiter.join()
+    assert (budget.in_use, budget.waiting) == (0, 0)
+
+
 # --- the charge bounds the cost ---------------------------------------------------------------
 
 def body_of(item: bytes, size: int = 256 * 1024) -> bytes:
@@ -226,6 +273,49 @@ def test_the_api_servers_timeout_parameter_bounds_the_wait(query: str, seconds: 
     from webhook.routes import requested_wait
 
     assert requested_wait(query) == seconds
+
+
+def held_while_deciding(served: Webhook) -> list[int]:
+    """What the body budget holds while each request is decided."""
+    budget = served.client.application.extensions["mpijob-webhook"].body_budget
+    held: list[int] = []
+    served.admission.observers.append(lambda decision: held.append(budget.in_use))
+    return held
+
+
+def test_a_small_body_holds_its_whole_charge_and_is_not_resized():
+    served = webhook()
+    held = held_while_deciding(served)
+    body = json.dumps(admission_review(mpijob())).encode()
+    status, _ = served.post("/validate", body)
+    assert status == 200
+    assert held == [worst_cost(len(body))]  # not decoding_cost(body), which a scan would give
+    assert worst_cost(len(body)) > 4 * decoding_cost(body)
+
+
+def test_a_body_past_the_bound_is_charged_what_its_structure_costs():
+    served = webhook()
+    held = held_while_deciding(served)
+    review = admission_review(mpijob())
+    review["request"]["object"]["metadata"]["annotations"] = {"note": "x" * 100_000}
+    body = json.dumps(review).encode()
+    assert served.client.application.extensions["mpijob-webhook"].body_budget.whole_charge(len(body)) is None
+    status, _ = served.post("/validate", body)
+    assert status == 200
+    assert held == [decoding_cost(body)]
+
+
+def test_a_chunked_body_is_charged_what_its_structure_costs():
+    served = webhook()
+    held = held_while_deciding(served)
+    body = json.dumps(admission_review(mpijob())).encode()
+    # The test client cannot send a body of unknown length: the app is called as gunicorn calls it.
+    environ = EnvironBuilder(path="/validate", method="POST", content_type="application/json").get_environ()
+    environ["wsgi.input"], environ["wsgi.input_terminated"] = io.BytesIO(body), True
+    environ.pop("CONTENT_LENGTH", None)
+    _, status_line, _ = run_wsgi_app(served.client.application, environ)
+    assert status_line.startswith("200 ")
+    assert held == [decoding_cost(body)]
 
 
 def test_brackets_and_commas_inside_strings_cost_nothing_more():

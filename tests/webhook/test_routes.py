@@ -3,19 +3,24 @@ answer is the decision the issue asks for (allowed, denied with the field named,
 untouched), on /validate and /mutate alike."""
 from __future__ import annotations
 
+import _socket
 import base64
 import copy
 import json
 import logging
+import ssl
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
+from werkzeug.test import EnvironBuilder, run_wsgi_app
 
 from policies.rules.slots_per_worker import SlotsPerWorker
 from testing.builders import admission_review, mpijob
 from testing.app_client import ProbeMutation, ProbeRule, webhook
 from webhook import create_app
+from webhook.client_auth import ClientAuthentication
 from webhook.runtime import Runtime, default_runtime
 
 ENDPOINTS = ("/validate", "/mutate")
@@ -312,3 +317,21 @@ def test_answers_are_compact_json_in_the_order_built_with_non_ascii_escaped():
                                   b'"reason":"BadRequest","message":"unsupported AdmissionReview apiVersion '
                                   b"'admission.k8s.io/v\\u00e9'; supported: admission.k8s.io/v1, "
                                   b'admission.k8s.io/v1beta1"}')
+
+
+def test_a_client_check_that_fails_is_a_500_status_not_a_page():
+    """The client check runs before Flask sees the request (webhook.routes.around_requests): a
+    failure there is answered as unexpected_error answers any other."""
+    runtime = default_runtime()
+    runtime.client_auth = ClientAuthentication(Path("client-ca.crt"))
+    environ = EnvironBuilder(path="/validate", method="POST", content_type="application/json",
+                             data=b"{}").get_environ()
+    # A TLS socket that never connected: asking it for the client's certificate raises.
+    environ["gunicorn.socket"] = _socket.socket.__new__(ssl.SSLSocket)
+    app_iter, status_line, headers = run_wsgi_app(create_app(runtime), environ)
+    assert status_line == "500 INTERNAL SERVER ERROR"
+    assert headers["Content-Type"] == "application/json"
+    answer = json.loads(b"".join(app_iter))
+    assert (answer["kind"], answer["code"], answer["reason"]) == ("Status", 500, "InternalError")
+    assert answer["message"].startswith("internal error in the webhook: AttributeError: ")
+    assert runtime.body_budget.in_use == 0
