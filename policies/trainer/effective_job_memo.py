@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import json
 import marshal
-import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 from policies.trainer.api import ApiShape, Obj, spec
+from policies.trainer.bounded_memo import BoundedMemo
 from policies.trainer.effective_job import SPEC_INPUTS, EffectiveContainer, EffectiveJob, effective_job
 from policies.trainer.read_only import ReadOnlyDict, read_only
 
@@ -47,9 +46,7 @@ _Key = tuple[int, ApiShape, bytes | str]
 
 class EffectiveJobMemo:
     def __init__(self, size: int = SIZE) -> None:
-        self._size = size
-        self._entries: OrderedDict[_Key, tuple[Obj, EffectiveJob]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: BoundedMemo[_Key, tuple[Obj, EffectiveJob]] = BoundedMemo(size)
 
     def __call__(self, trainjob: Obj, runtime: Obj, shape: ApiShape, inputs: bytes | str | None = None) -> EffectiveJob:
         """``effective_job(trainjob, runtime, shape)``, frozen; computed only when no entry has it.
@@ -59,24 +56,18 @@ class EffectiveJobMemo:
         if inputs is None:  # not JSON (a YAML date, a cycle): not kept
             return frozen(effective_job(trainjob, runtime, shape))
         key = (id(runtime), shape, inputs)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                return entry[1]
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry[1]
         job = frozen(effective_job(trainjob, runtime, shape))
-        with self._lock:
-            self._entries[key] = (runtime, job)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        self._entries.put(key, (runtime, job))
         return job
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 _MARSHAL_FORMAT = 2  # no back-references: the bytes depend on the values only

@@ -18,8 +18,6 @@ read-only ones.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +38,7 @@ from policies.trainer.api import (
     spec,
     trainer,
 )
+from policies.trainer.bounded_memo import BoundedMemo
 from policies.trainer.effective_job_memo import SIZE as EFFECTIVE_JOBS
 from policies.trainer.effective_job import EffectiveContainer, EffectiveJob, EffectiveReplicatedJob, Written
 from policies.workload import (
@@ -133,31 +132,23 @@ class _PodGroupsMemo:
     many entries as the memo of effective jobs, the least recently used dropped first."""
 
     def __init__(self, size: int = EFFECTIVE_JOBS) -> None:
-        self._size = size
-        self._entries: OrderedDict[tuple[int, type, int | None], tuple[EffectiveJob, PodGroups]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._entries: BoundedMemo[tuple[int, type, int | None], tuple[EffectiveJob, PodGroups]] = BoundedMemo(size)
 
     def __call__(self, effective: EffectiveJob, num_nodes: object) -> PodGroups:
         nodes = num_nodes if isinstance(num_nodes, int) else None
         key = (id(effective), type(nodes), nodes)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                return entry[1]
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry[1]
         groups = pod_groups(effective, nodes)
-        with self._lock:
-            self._entries[key] = (effective, groups)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+        self._entries.put(key, (effective, groups))
         return groups
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 _pod_groups = _PodGroupsMemo()

@@ -19,14 +19,13 @@ JSON text used for maps of other types).
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 from policies.interface import Finding
 from policies.mpijob.crd_type_check import OBJECT_META, mpijob_schema, schema_check
+from policies.trainer.bounded_memo import BoundedMemo
 from policies.trainer.effective_job import SPEC_INPUTS
 
 _STRING: dict[str, Any] = {"type": "string"}
@@ -85,29 +84,19 @@ class WellTypedInputs:
     dropped first."""
 
     def __init__(self, size: int = 512) -> None:
-        self._size = size
-        self._keys: OrderedDict[bytes, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._keys: BoundedMemo[bytes, bool] = BoundedMemo(size)
 
     def __contains__(self, key: bytes) -> bool:
-        with self._lock:
-            if key not in self._keys:
-                return False
-            self._keys.move_to_end(key)
-            return True
+        return self._keys.get(key) is not None
 
     def add(self, key: bytes) -> None:
-        with self._lock:
-            self._keys[key] = None
-            while len(self._keys) > self._size:
-                self._keys.popitem(last=False)
+        self._keys.put(key, True)
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def clear(self) -> None:
-        with self._lock:
-            self._keys.clear()
+        self._keys.clear()
 
 
 well_typed_inputs = WellTypedInputs()
