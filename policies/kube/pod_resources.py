@@ -56,8 +56,9 @@ def parse_resources(values: Any) -> Resources:
 
 
 def _is_mapping(value: Any) -> bool:
-    """``isinstance(value, Mapping)``, without the ABC machinery for the dicts JSON gives."""
-    return type(value) is dict or isinstance(value, Mapping)
+    """``isinstance(value, Mapping)``, without the ABC machinery for the dicts JSON gives and
+    the read-only copies of them (dict subclasses) the effective-job memo hands out."""
+    return isinstance(value, dict) or isinstance(value, Mapping)
 
 
 def is_non_overcommittable(resource: str) -> bool:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -64,19 +64,26 @@ _V2_1_ONLY = ("podTemplateOverrides", "labels", "annotations")
 _V2_2_ONLY = ("runtimePatches", "activeDeadlineSeconds")
 
 
+def is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, told at C speed for what nearly every value is: a dict
+    (decoded JSON, and the read-only copies the memos hand out) or nothing. The ABC check itself
+    costs about 1,800 instructions a call; a TrainJob review asked it about 35 times."""
+    return isinstance(value, dict) or (value is not None and isinstance(value, Mapping))
+
+
 def spec(obj: Obj) -> Obj:
     value = obj.get("spec")
-    return value if isinstance(value, Mapping) else {}
+    return value if is_mapping(value) else {}
 
 
 def metadata(obj: Obj) -> Obj:
     value = obj.get("metadata")
-    return value if isinstance(value, Mapping) else {}
+    return value if is_mapping(value) else {}
 
 
 def mapping(obj: Obj, key: str) -> Obj:
     value = obj.get(key)
-    return value if isinstance(value, Mapping) else {}
+    return value if is_mapping(value) else {}
 
 
 def sequence(obj: Obj, key: str) -> Sequence[Any]:
@@ -95,7 +102,7 @@ def ml_policy(runtime: Obj) -> Obj:
 def mpi_policy(runtime: Obj) -> Obj | None:
     """The runtime's ``spec.mlPolicy.mpi``; None when the runtime is not an MPI runtime."""
     value = ml_policy(runtime).get("mpi")
-    return value if isinstance(value, Mapping) else None
+    return value if is_mapping(value) else None
 
 
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi parses

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policies.mutations.edits import WorkingCopy
-from policies.trainer.api import ApiShape, sequence
+from policies.trainer.api import ApiShape, is_mapping, sequence
 
 MANAGER = "mpijob-webhook.kubeflow.org/mutations"
 RUNTIME_PATCHES = "runtimePatches"
@@ -103,7 +103,7 @@ def _new_entry(shape: ApiShape, targets: Sequence[str]) -> dict[str, Any]:
 
 
 def _is_own(entry: Any, shape: ApiShape, targets: Sequence[str]) -> bool:
-    if not isinstance(entry, Mapping):
+    if not is_mapping(entry):
         return False
     if shape.has_runtime_patches:
         return entry.get("manager") == MANAGER
