@@ -19,7 +19,7 @@ from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
 from policies.trainer.api import KUEUE_MANAGER, KUEUE_POD_SET
 from policies.trainer.trainjob_review import TRAINING_RUNTIME_RULE, TrainJobReview, attach, review_trainjob
-from policies.trainer.effective_job_memo import inputs_key_or_none
+from policies.trainer.effective_job_memo import decoded_inputs_key, inputs_key_or_none
 from policies.trainer.type_check import check_trainjob_shape
 from webhook import responses
 from webhook.responses import AdmissionReviewAnswer
@@ -140,12 +140,12 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "validate", "exempt")
-        key = inputs_key_or_none(req.object)
+        key = self._inputs_key(req, req.object)
         invalid = self._trainjob_shape(req, "validate", key)
         if invalid:
             return invalid
         old = req.old_object if req.operation == "UPDATE" and isinstance(req.old_object, Mapping) else None
-        old_key = inputs_key_or_none(old) if old is not None else None
+        old_key = self._inputs_key(req, old) if old is not None else None
         if old is not None and check_trainjob_shape(old, old_key):
             old = None  # a stored object the rules cannot read: nothing to ratchet against
         review = self._review(req, req.object, settings, old, key)
@@ -179,7 +179,7 @@ class Admission:
         settings = self._settings(req)
         if settings is None:
             return self._allow(req, "mutate", "exempt")
-        key = inputs_key_or_none(req.object)
+        key = self._inputs_key(req, req.object)
         invalid = self._trainjob_shape(req, "mutate", key)
         if invalid:
             return invalid
@@ -193,6 +193,14 @@ class Admission:
         ctx = self._context(req, req.object, settings, None)
         attach(ctx, review)
         return ctx
+
+    @staticmethod
+    def _inputs_key(req: AdmissionRequest, obj: Mapping[str, Any]) -> bytes | str | None:
+        """The key of the effective-job memo and the well-typed inputs for ``obj`` (the request's
+        object or oldObject), computed once per object: orjson's text for what the body decoded
+        to, ``marshal``'s bytes for objects given as Python or YAML (``check``), which may hold
+        types that text does not tell apart (a tuple from a list)."""
+        return decoded_inputs_key(obj) if req.decoded_json else inputs_key_or_none(obj)
 
     def _trainjob_shape(self, req: AdmissionRequest, endpoint: str,
                         inputs_key: bytes | str | None) -> tuple[AdmissionReviewAnswer, Decision] | None:

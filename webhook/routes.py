@@ -177,13 +177,13 @@ def around_requests(app: Flask) -> WSGIApplication:
 @routes.post("/validate")
 def validate() -> Response:
     served = runtime()  # once: each look-up goes through Flask's context proxy
-    return _json(served.admission.validate(parse_admission_review(_read_body(served.body_budget))))
+    return _json(served.admission.validate(parse_admission_review(_read_body(served.body_budget), decoded_json=True)))
 
 
 @routes.post("/mutate")
 def mutate() -> Response:
     served = runtime()  # once: each look-up goes through Flask's context proxy
-    return _json(served.admission.mutate(parse_admission_review(_read_body(served.body_budget))))
+    return _json(served.admission.mutate(parse_admission_review(_read_body(served.body_budget), decoded_json=True)))
 
 
 @routes.post("/convert")

@@ -10,12 +10,13 @@ schema), so the check and the MPIJob's never drift apart. Unknown fields are lef
 Nearly all of the work is in the spec fields the effective job is computed from (``SPEC_INPUTS``:
 the patches' pod templates above all), and the same spec comes back again and again (/mutate then
 /validate, retries, every UPDATE). The caller that has the exact key of those fields
-(``effective_job_memo.inputs_key``, computed once per request for the effective-job memo too)
-hands it in: inputs found well typed under the same key are not walked again, the rest of the
-TrainJob is. The findings are the same: a key is remembered only when the whole TrainJob had
-none, and the check of those fields depends on nothing but their values, which equal ``marshal``
-bytes pin down with their types and key order (only ``bytes`` keys are remembered, never the
-JSON text used for maps of other types).
+(``effective_job_memo.inputs_key``, or ``decoded_inputs_key`` for what a request body decoded
+to; computed once per request for the effective-job memo too) hands it in: inputs found well
+typed under the same key are not walked again, the rest of the TrainJob is. The findings are the
+same: a key is remembered only when the whole TrainJob had none, and the check of those fields
+depends on nothing but their values, which equal ``bytes`` keys (``marshal``'s, or orjson's
+text of decoded JSON) pin down with their types and key order (only ``bytes`` keys are
+remembered, never the ``str`` JSON text used for maps of other types).
 """
 from __future__ import annotations
 

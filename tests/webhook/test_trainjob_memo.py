@@ -71,3 +71,41 @@ def test_one_requests_mutations_never_reach_the_next_request() -> None:
     assert patches[0] is not None and patches == [patches[0]] * 3
     # what every request read is still what a fresh computation gives
     assert memoised_effective_job(job, rt, ApiShape.V2_3) == effective_job(job, rt, ApiShape.V2_3)
+
+
+def test_requests_of_one_spec_share_the_remembered_job_by_the_text_of_their_inputs() -> None:
+    # Each request is decoded afresh (other uid, name, strings the decoder shared or not): the key
+    # of what its body decoded to is orjson's text of the inputs, which depends on their values only.
+    from policies.trainer.effective_job_memo import decoded_inputs_key, inputs_key
+    from policies.trainer.type_check import well_typed_inputs
+
+    rt = runtime(DEEPSPEED)
+    served = webhook(cluster=StaticClusterView(cluster_runtimes={"deepspeed-distributed": rt}))
+    memoised_effective_job.clear()
+    well_typed_inputs.clear()
+    for name in ("first", "second", "third"):
+        job = trainjob(name=name, numNodes=4, resourcesPerNode={"limits": {"nvidia.com/gpu": 2}})
+        assert served.review("/validate", trainjob_review(job))["response"]["allowed"] is True
+        request = served.last.request
+        assert request.decoded_json is True and request.object["metadata"]["name"] == name
+    key = decoded_inputs_key(job)
+    assert isinstance(key, bytes) and key.startswith(b'{"runtimeRef":') and key != inputs_key(job)
+    assert len(memoised_effective_job) == 1 and key in well_typed_inputs and len(well_typed_inputs) == 1
+
+
+def test_objects_given_as_python_or_yaml_are_keyed_by_marshal() -> None:
+    # Only what read_json decoded is known to hold no tuple, date or subclass, which orjson's
+    # text would not tell apart from a list, a string or their base type (``check`` hands the
+    # admission what YAML gave).
+    from policies.trainer.effective_job_memo import inputs_key
+    from policies.trainer.type_check import well_typed_inputs
+    from webhook.review import parse_admission_review
+
+    served = webhook(cluster=StaticClusterView(cluster_runtimes={"deepspeed-distributed": runtime(DEEPSPEED)}))
+    well_typed_inputs.clear()
+    job = trainjob(numNodes=4)
+    request = parse_admission_review(trainjob_review(job))
+    assert request.decoded_json is False
+    assert served.admission.validate(request)["response"]["allowed"] is True
+    assert inputs_key(job) in well_typed_inputs and len(well_typed_inputs) == 1
+    assert parse_admission_review(trainjob_review(job), decoded_json=True).decoded_json is True
