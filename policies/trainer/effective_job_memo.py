@@ -23,10 +23,9 @@ An entry is found by
   same spec could give other bytes depending on who else holds a reference to a part of it.
   Maps and lists that are not plain ``dict`` and ``list`` (which ``marshal`` refuses) are keyed
   by their JSON text instead (a ``str`` key never equals a ``bytes`` one). What a request body
-  decoded to is keyed by orjson's text of it (``decoded_inputs_key``), a third of ``marshal``'s
-  cost and as exact for the types decoded JSON is made of; ``marshal`` format 4, as cheap,
-  writes back-references chosen by reference count, so the same spec could give other bytes
-  depending on who else holds a reference to a part of it.
+  decoded to is keyed by orjson's text of it (``decoded_inputs_key``), at a third of
+  ``marshal``'s cost and as exact for the types decoded JSON is made of (format 4 is as cheap,
+  but its back-references, above, make it a miss whenever another reader holds a part).
 
 The job handed out is frozen, its maps and lists read-only (``read_only``): a rule or mutation
 that tried to write into it would fail at once instead of changing what the next request reads.
