@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from policies.interface import Mutated, RuleContext
@@ -66,7 +67,7 @@ class RestrictedServiceAccount:
             return Mutated()
         targets = [rj for rj in (effective.launcher, effective.node) if rj is not None]
         mounting = [rj.name for rj in targets if rj.pod_spec.get(AUTOMOUNT) is True]
-        unnamed = [rj.name for rj in targets if not _names_service_account(dict(rj.pod_spec))]
+        unnamed = [rj.name for rj in targets if not _names_service_account(rj.pod_spec)]
         changed = False
         warnings = self._warnings(mounting)
         if params.service_account and unnamed:
@@ -86,7 +87,7 @@ class RestrictedServiceAccount:
                 "token; MPI pods talk over SSH and need none: remove it unless the training code calls the API",)
 
 
-def _names_service_account(pod: dict[str, Any]) -> bool:
+def _names_service_account(pod: Mapping[str, Any]) -> bool:
     """``serviceAccount`` is the deprecated alias the API server still copies into
     ``serviceAccountName``: either one names the pod's ServiceAccount ("" names none)."""
     return bool(pod.get("serviceAccountName") or pod.get("serviceAccount"))

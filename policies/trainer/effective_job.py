@@ -119,7 +119,12 @@ class EffectiveJob:
     ssh_auth_mount_path: str
 
     def job(self, name: str) -> EffectiveReplicatedJob | None:
-        return next((job for job in self.jobs if job.name == name), None)
+        # A loop, not next() over a generator: each mutation asks for the launcher and the
+        # node, and a generator object per question is most of what the question costs
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        return None
 
     @property
     def launcher(self) -> EffectiveReplicatedJob | None:
