@@ -148,11 +148,24 @@ class RuntimeRef:
 def runtime_ref(trainjob: Obj) -> RuntimeRef:
     ref = mapping(spec(trainjob), "runtimeRef")
     name, kind, group = ref.get("name"), ref.get("kind"), ref.get("apiGroup")
-    return RuntimeRef(
+    fields = (
         name if isinstance(name, str) else "",
         kind if isinstance(kind, str) and kind else CLUSTER_TRAINING_RUNTIME,
         group if isinstance(group, str) and group else GROUP,
     )
+    # The last one made is handed out again for the same fields: it is frozen, and building a
+    # frozen dataclass (object.__setattr__ per field) is most of what this costs a request.
+    # One entry, replaced whole: nothing grows with what requests name.
+    global _last_runtime_ref
+    last = _last_runtime_ref
+    if last[0] == fields:
+        return last[1]
+    made = RuntimeRef(*fields)
+    _last_runtime_ref = (fields, made)
+    return made
+
+
+_last_runtime_ref: tuple[tuple[str, str, str], RuntimeRef] = (("", "", ""), RuntimeRef("", "", ""))
 
 
 def detect_shape(trainjob: Obj, pinned: str = AUTO, old_trainjob: Obj | None = None) -> ApiShape:
