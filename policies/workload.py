@@ -320,7 +320,7 @@ def _workload_in(ctx: RuleContext, obj: Mapping[str, Any]) -> Workload:
     """A TrainJob's view needs its runtime, which the context carries (``ctx.trainjob``)."""
     if ctx.trainjob is not None:
         return ctx.trainjob.workload(obj)  # type: ignore[no-any-return]
-    return workload_of(obj, ctx.namespace)
+    return workload_builder.mpijob_workload(obj, ctx.namespace)
 
 
 def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workload:
@@ -329,6 +329,10 @@ def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workl
     A view already built (a TrainJob's, which needs its runtime) is taken as it is."""
     if isinstance(obj, Workload):
         return obj
-    from policies.mpijob.workload_builder import mpijob_workload  # the builders read this module's types
+    return workload_builder.mpijob_workload(obj, namespace)
 
-    return mpijob_workload(obj, namespace)
+
+# The MPIJob builder reads this module's types, so it is imported once they are defined, and its
+# function is looked up when a view is built. An import statement inside the function instead
+# cost 8,600 instructions on every request (docs/performance.md, "The policy side at main").
+from policies.mpijob import workload_builder  # noqa: E402
