@@ -301,8 +301,9 @@ def request_workload(ctx: RuleContext) -> Workload:
     # and a call to ``ctx.derived`` for each of them (docs/performance.md, "counted").
     try:
         return ctx._derived[_WORKLOAD]  # type: ignore[no-any-return]
-    except KeyError:
-        return ctx.derived(_WORKLOAD, lambda: _workload_in(ctx, ctx.job))
+    except KeyError:  # the first rule of the request: built here, without a second lookup and a closure
+        workload = ctx._derived[_WORKLOAD] = _workload_in(ctx, ctx.job)
+        return workload
 
 
 _WORKLOAD = "workload"  # the key of the request's view in RuleContext.derived

@@ -191,20 +191,14 @@ def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Res
             charged[resource] = charged[requested] = requests[resource]
         if resource in limits:
             charged[limited] = limits[resource]
-    for resource, value in requests.items():
-        if resource not in _COMPUTE:
-            for name in _charged_names(resource):
-                charged[name] = value
+    for resource, value in requests.items():  # the quota resources the others charge
+        if resource in _COMPUTE:
+            continue
+        if resource.startswith(HUGEPAGES_PREFIX):
+            charged[resource] = charged[f"requests.{resource}"] = value
+        elif is_extended(resource):  # only the requests.<name> form may be quota'd
+            charged[f"requests.{resource}"] = value
     return charged
-
-
-def _charged_names(resource: str) -> tuple[str, ...]:
-    """The quota resources a request of ``resource`` (other than cpu, memory, storage) charges."""
-    if resource.startswith(HUGEPAGES_PREFIX):
-        return resource, f"requests.{resource}"
-    if is_extended(resource):  # only the requests.<name> form may be quota'd
-        return (f"requests.{resource}",)
-    return ()
 
 
 def unstated(container: ContainerResources, tracked: Sequence[tuple[str, str, str]]) -> list[str]:
@@ -297,20 +291,19 @@ class NamespaceQuotas:
     # Picked out once, as a namespace's quotas are read by many requests:
     # the quotas that make containers state cpu or memory (``Quota.must_specify``)
     must_specify: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
-    # the quotas without scopes that count MPIJobs (``object_counts``)
-    job_counts: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
+    # object-count resource (``count/mpijobs.kubeflow.org``, or that of another API's jobs) →
+    # the quotas without scopes that count it; a resource no such quota counts is absent
+    object_counts: Mapping[str, tuple[Quota, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "must_specify", tuple(q for q in self.quotas if q.must_specify))
-        object.__setattr__(self, "job_counts", tuple(q for q in self.quotas
-                                                     if not q.scoped and MPIJOB_COUNT in q.hard))
-
-    def object_counts(self, resource: str) -> tuple[Quota, ...]:
-        """The quotas without scopes that count ``resource``: ``count/mpijobs.kubeflow.org``, or
-        the object count of another API's jobs."""
-        if resource == MPIJOB_COUNT:
-            return self.job_counts
-        return tuple(q for q in self.quotas if not q.scoped and resource in q.hard)
+        counts: dict[str, tuple[Quota, ...]] = {}
+        for quota in self.quotas:
+            if not quota.scoped:
+                for resource in quota.hard:
+                    if resource.startswith("count/"):
+                        counts[resource] = (*counts.get(resource, ()), quota)
+        object.__setattr__(self, "object_counts", counts)
 
     def running_besides(self, name: str) -> int:
         return sum(1 for n in self.running if n != name)
