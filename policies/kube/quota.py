@@ -37,6 +37,10 @@ MUST_SPECIFY = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu"
 _QOS_RESOURCES = ("cpu", "memory")
 ZERO = Decimal(0)
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_LAUNCHER = Role.LAUNCHER
+
 
 @dataclass(frozen=True)
 class Quota:
@@ -243,11 +247,17 @@ def pod_charges(pods: JobPods) -> tuple[PodCharge, ...]:
 
 
 def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
-    per_pod: dict[str, Resources] = {}
+    # Told apart by identity, not kept in a dict keyed by role: an Enum member's hash is a Python
+    # call (Enum.__hash__), four of them per quota on every request.
+    launcher: Resources | None = None
+    worker: Resources | None = None
     for pod in pods:
         if not (quota.scopes or quota.selector) or quota_matches_pod(quota, pod.facts):
-            per_pod[pod.pod.role] = pod.usage
-    return Charge(per_pod.get(Role.LAUNCHER, {}), per_pod.get(Role.WORKER, {}), workers)
+            if pod.pod.role is _LAUNCHER:
+                launcher = pod.usage
+            else:
+                worker = pod.usage
+    return Charge({} if launcher is None else launcher, {} if worker is None else worker, workers)
 
 
 def charge(pods: JobPods, quota: Quota) -> Charge:

@@ -31,6 +31,10 @@ OPERATOR = "kubeflow.org/mpi-operator"  # spec.runPolicy.managedBy of jobs this 
 LAUNCHER_SUFFIX = "-launcher"
 WORKER_SUFFIX = "-worker-"
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_LAUNCHER = Role.LAUNCHER
+
 _SLOTS = Source("spec.slotsPerWorker")
 _RUN_LAUNCHER_AS_WORKER = Source("spec.runLauncherAsWorker")
 # The flag and the lifecycle have a few possible values each: made here, shared by every view
@@ -106,7 +110,7 @@ def _group(replica_type: str, replica: Any) -> PodGroup:
     pod_template = replica.get("template") or {}
     template = pod_template.get("spec") or {}
     replicas = replica.get("replicas")
-    if role is Role.LAUNCHER:
+    if role is _LAUNCHER:
         pods = 1  # the operator always runs exactly one launcher
     else:  # an omitted or non-numeric count is 0 workers
         pods = replicas if isinstance(replicas, int) and replicas > 0 else 0
