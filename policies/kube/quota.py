@@ -247,8 +247,8 @@ def pod_charges(pods: JobPods) -> tuple[PodCharge, ...]:
 
 
 def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
-    # Told apart by identity, not kept in a dict keyed by role: an Enum member's hash is a Python
-    # call (Enum.__hash__), four of them per quota on every request.
+    # Told apart by identity, not kept in a dict keyed by role and looked up with Role.LAUNCHER
+    # and Role.WORKER: two member reads (each a Python call on 3.11) and a dict per quota.
     launcher: Resources | None = None
     worker: Resources | None = None
     for pod in pods:
