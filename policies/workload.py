@@ -335,5 +335,5 @@ def workload_of(obj: Mapping[str, Any] | Workload, namespace: str = "") -> Workl
 
 # The MPIJob builder reads this module's types, so it is imported once they are defined, and its
 # function is looked up when a view is built. An import statement inside the function instead
-# cost 8,600 instructions on every request (docs/performance.md, "The policy side at main").
+# cost 7,800 instructions on every request (docs/performance.md, "The policy side at main").
 from policies.mpijob import workload_builder  # noqa: E402
