@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from bench.payloads import trainer_runtimes
+from testing.child_processes import die_with_parent
 from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI, local_queues
 from testing.kube_objects import (container_limits, limit_range, local_queue, namespace, node, resource_quota,
                                 stored_mpijob)
@@ -75,7 +77,9 @@ def populate(api: KubeAPI, namespaces: int) -> None:
     api.apply(*objects)
 
 
-def _serve(namespaces: int, kubeconfig: Path, commands: Connection, cpus: set[int] | None) -> None:
+def _serve(namespaces: int, kubeconfig: Path, commands: Connection, cpus: set[int] | None,
+           arm: Callable[[], None]) -> None:
+    arm()  # gone with the benchmark, even when it is killed
     if cpus:
         os.sched_setaffinity(0, cpus)
     with CountingKubeAPI((*CORE, MPIJOBS, local_queues(), *TRAINER), history=1000) as api:
@@ -100,7 +104,7 @@ class Cluster:
         self._ours, theirs = multiprocessing.Pipe()
         # fork: the child needs nothing but this module, and starts at once
         self._process = multiprocessing.get_context("fork").Process(
-            target=_serve, args=(namespaces, kubeconfig, theirs, cpus), daemon=True)
+            target=_serve, args=(namespaces, kubeconfig, theirs, cpus, die_with_parent()), daemon=True)
 
     def __enter__(self) -> Cluster:
         self._process.start()

@@ -1,6 +1,7 @@
 """Server processes under test: started as subprocesses (gunicorn master plus workers), waited
 for until ready, measured from /proc (CPU time, memory of each worker) and stopped with their
-whole process group."""
+whole process group, also when the process that started them is killed
+(``testing.child_processes``)."""
 from __future__ import annotations
 
 import http.client
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testing.child_processes import both, die_with_parent, forget, stop_group_at_exit
 from testing.reference_data import ROOT
 from testing.tls_server import free_port
 
@@ -58,10 +60,11 @@ class ServerProcess:
         with self.log.open("wb") as sink:  # the audit log and the server's own lines
             self.process = subprocess.Popen(
                 self._args, cwd=self._tree, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+                preexec_fn=both(die_with_parent(), (lambda: os.sched_setaffinity(0, cpus)) if cpus else None),
                 env={**os.environ, "PYTHONUNBUFFERED": "1",
                      **({"PYTHONPATH": str(self._tree)} if self._tree != ROOT else {})},
             )
+        stop_group_at_exit(self.process)
         return self
 
     def wait_until_ready(self, path: str = "/readyz") -> None:
@@ -164,6 +167,7 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        forget(process)
 
     def __enter__(self) -> ServerProcess:
         return self.start()

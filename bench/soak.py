@@ -104,6 +104,7 @@ class AttackResult:
 # --- the server ---------------------------------------------------------------------------------
 class Server:
     def __init__(self, workdir: Path, threads: int) -> None:
+        from testing.child_processes import die_with_parent
         from testing.tls_server import free_port
 
         self.port, self.health_port = free_port(), free_port()
@@ -114,7 +115,7 @@ class Server:
                  "--health-port", str(self.health_port), "--workers", "1", "--threads", str(threads),
                  "--no-audit-log"],
                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "TMPDIR": str(workdir)})
+                preexec_fn=die_with_parent(), env={**os.environ, "TMPDIR": str(workdir)})
         self.ca_file = self._wait()
 
     def _wait(self) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from testing.child_processes import die_with_parent
 from testing.reference_data import ROOT
 
 START_TIMEOUT = 30.0
@@ -101,6 +102,7 @@ def serving(directory: Path, *flags: str, ca_file: Path | None = None) -> Iterat
             [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
              "--health-port", str(health_port), *flags],
             cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent(),  # gone with the test run, even when it is killed
             env={**os.environ, "TMPDIR": str(directory)},  # where --dev writes its CA
         )
     try:

@@ -44,11 +44,21 @@ def shown_file(name: str) -> str:
     return match.group(1)
 
 
-def session() -> tuple[list[str], list[str]]:
-    """The console block of `check` on the shown files: the command's words, and its output."""
-    (block,) = [b for b in blocks("console") if b.startswith("$ mpijob-webhook check ")]
+def session(runtime_given: bool = True) -> tuple[list[str], list[str]]:
+    """The console block of `check` on the shown files (``runtime_given``: with the runtime, or
+    the one without it): the command's words, and its output."""
+    (block,) = [b for b in blocks("console") if b.startswith("$ mpijob-webhook check ")
+                and ("runtime-not-given" not in b) is runtime_given]
     command, *output = block.splitlines()
     return command.removeprefix("$ mpijob-webhook ").split(), output
+
+
+def test_the_check_session_without_the_runtime_runs_as_written(tmp_path, capsys, monkeypatch):
+    (tmp_path / "trainjob.yaml").write_text(yaml.safe_dump(trainjob(numNodes=4)))
+    monkeypatch.chdir(tmp_path)
+    args, output = session(runtime_given=False)
+    assert main(args) == 0
+    assert capsys.readouterr().out.splitlines() == output
 
 
 def test_the_check_session_runs_as_written(tmp_path, capsys, monkeypatch):

@@ -135,9 +135,10 @@ class Admission:
             return self._allow(req, "validate", "not-mpi-runtime")
         if req.operation == "UPDATE" and self._spec_unchanged(req):
             return self._allow(req, "validate", "unchanged-spec")
-        if req.operation == "UPDATE" and self._kueue_admission(req):
+        policy = self.policy()
+        if req.operation == "UPDATE" and req.user.username in policy.kueue_usernames and self._kueue_admission(req):
             return self._allow(req, "validate", "kueue-admission")
-        settings = self._settings(req)
+        settings = self._settings(req, policy)
         if settings is None:
             return self._allow(req, "validate", "exempt")
         key = inputs_key_or_none(req.object)
@@ -223,7 +224,10 @@ class Admission:
         """Kueue admitting or stopping a TrainJob: only its own entries (v2.2+: the
         ``runtimePatches`` entry of its manager; v2.1, Kueue 0.16 and before: the
         ``podTemplateOverrides`` entries labelled with their pod set) and ``spec.suspend``
-        changed. Never blocked, or a queued job could never start."""
+        changed. Never blocked, or a queued job could never start. Those entries are Kueue's
+        by name only, which anyone can write: the caller asks this only of requests from
+        Kueue's own identity (the policy's ``kueueUsernames``); from anyone else the same
+        change is checked like any other UPDATE."""
         old, new = req.old_object, req.object
         if not isinstance(old, Mapping) or not isinstance(new, Mapping):
             return False
@@ -317,10 +321,10 @@ class Admission:
         return isinstance(old, Mapping) and isinstance(req.object, Mapping) and \
             req.object.get("spec") == old.get("spec")
 
-    def _settings(self, req: AdmissionRequest) -> Settings | None:
+    def _settings(self, req: AdmissionRequest, policy: Policy | None = None) -> Settings | None:
         namespace = self.cluster.namespace(req.namespace) if self.cluster.available else None
         labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
-        return self.policy().settings_for(req.namespace, labels)
+        return (policy or self.policy()).settings_for(req.namespace, labels)
 
     def _context(self, req: AdmissionRequest, job: Any, settings: Settings, old: Any) -> RuleContext:
         return RuleContext(

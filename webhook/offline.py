@@ -28,7 +28,8 @@ from policies.engine import CLUSTER_STATE_RULE
 from policies.mpijob.reading import GROUP, HUB_VERSION, KIND
 from policies.config.layered_policy import Policy
 from policies.mpijob.pruning_defaulting import PrunedField, as_admitted
-from policies.trainer.api import AUTO, CLUSTER_TRAINING_RUNTIME, TRAINJOB, TRAINJOBS, detect_shape, runtime_ref
+from policies.trainer.api import (AUTO, CLUSTER_TRAINING_RUNTIME, TRAINJOB, TRAINJOBS, RuntimeRef, detect_shape,
+                                  runtime_ref)
 from policies.trainer.api import GROUP as TRAINER_GROUP
 from policies.trainer.runtime_type_check import CheckedRuntime, check_runtime
 from policies.trainer.stored_trainjob import as_stored_trainjob
@@ -41,6 +42,8 @@ from webhook.runtime import default_runtime
 REPORT_API_VERSION = "mpijob-webhook/v1"
 CHECK_USER = "mpijob-webhook-check"
 NO_CLUSTER_STATE = "no --cluster-state given"
+RUNTIME_REF_PATH = "spec.runtimeRef.name"
+RUNTIME_NOT_GIVEN = "runtime-not-given"  # a TrainJob's reason when its runtime is in no input
 # Cluster objects the cluster-aware rules and the policy read: (kind, the resource ``kubectl get``
 # names it by, what it is read for).
 CLUSTER_STATE = (
@@ -283,7 +286,23 @@ class Checker:
         refused = self._refused_runtime(stored, namespace)
         if refused is not None:
             return {**_on_refused_runtime(stored, *refused), "pruned": pruned}
-        return {**self._admit(stored, TRAINER_GROUP, version, namespace, TRAINJOB), "pruned": pruned}
+        outcome = self._admit(stored, TRAINER_GROUP, version, namespace, TRAINJOB)
+        return {**self._said_offline(outcome, stored, namespace), "pruned": pruned}
+
+    def _said_offline(self, outcome: dict[str, Any], trainjob: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        """The webhook's answer for a runtime its cache does not hold ("not created yet, or its
+        watch cache is behind") in ``check``'s terms: which runtime was given nowhere, and how to
+        give it. Nothing was checked: reason ``runtime-not-given``; admitted or denied as the
+        webhook would (skipped without --cluster-state, like the cluster rules)."""
+        findings = outcome["findings"]
+        missing = [i for i, f in enumerate(findings) if f["rule"] == CLUSTER_STATE_RULE
+                   and f["path"] == RUNTIME_REF_PATH]
+        if not missing:
+            return outcome
+        said = Finding(CLUSTER_STATE_RULE, RUNTIME_REF_PATH,
+                       runtime_not_given(runtime_ref(trainjob), namespace, self.cluster is not None), Problem.POLICY)
+        findings = [{**f, "message": messages.line(said)} if i in missing else f for i, f in enumerate(findings)]
+        return {**outcome, "reason": RUNTIME_NOT_GIVEN, "findings": findings}
 
     def _pinned_shape(self, namespace: str) -> str:
         """The TrainJob API shape the policy pins in ``namespace`` (``auto`` when it pins none)."""
@@ -317,7 +336,7 @@ class Checker:
         outcomes = verdict.outcomes if verdict else ()
         # A TrainJob's runtime missing from the input is said even without cluster state
         findings = [_finding(o.finding, o.action) for o in outcomes if o.finding.rule != CLUSTER_STATE_RULE
-                    or self.cluster is not None or o.finding.path == "spec.runtimeRef.name"]
+                    or self.cluster is not None or o.finding.path == RUNTIME_REF_PATH]
         warnings = [*mutating[0].get("warnings", []), *validating[0].get("warnings", [])]
         return _outcome(validating, findings, list(verdict.skipped) if verdict else [], warnings, mutations)
 
@@ -339,6 +358,17 @@ class Checker:
         self._decisions.clear()
         answer = getattr(self._admission, endpoint)(parse_admission_review(review))
         return answer["response"], self._decisions[-1]
+
+
+def runtime_not_given(ref: RuntimeRef, namespace: str, cluster_state: bool) -> str:
+    """What ``check`` says of a TrainJob whose runtime is in none of its inputs."""
+    resource = "trainingruntime" if ref.namespaced else "clustertrainingruntime"
+    what = f"{ref.describe()} (namespace {namespace})" if ref.namespaced else ref.describe()
+    save = f"kubectl get {resource} {ref.name}{f' -n {namespace}' if ref.namespaced else ''} -o yaml > runtime.yaml"
+    where = "nor in --cluster-state" if cluster_state else "and no --cluster-state was given"
+    return (f"{what} is in none of the files checked {where}: this TrainJob was not checked (worker count, slots, "
+            f"GPUs, quota, node fit); give the runtime in the same input (`mpijob-webhook check trainjob.yaml "
+            f"runtime.yaml`, the runtime saved with `{save}`) or with --cluster-state FILE")
 
 
 def _is_runtime(obj: Mapping[str, Any]) -> bool:

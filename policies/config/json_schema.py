@@ -12,6 +12,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any
 
+from policies.config.layered_policy import DEFAULT_KUEUE_USERNAMES
 from policies.config.parameters import _MAPPINGS, _SEQUENCES, _is_union, _type_hints, yaml_name
 from policies.config.rule_settings import Settings
 from policies.config.reader import (API_VERSION, CLUSTER_UNAVAILABLE_ACTIONS, KIND, _NAMESPACE_PATTERN,
@@ -50,6 +51,14 @@ def json_schema(rules: Sequence[Rule] | None = None, mutations: Sequence[Mutatio
                                "webhook's own namespace, which is always exempt).",
                 "$ref": "#/$defs/namespaceList",
                 "default": sorted(_default_exempt(None)),
+            },
+            "kueueUsernames": {
+                "description": "Who Kueue's controller sends requests as (userInfo.username): only these "
+                               "may admit or stop a TrainJob (its own runtimePatches or podTemplateOverrides "
+                               "entries and spec.suspend) without the change being checked.",
+                "type": "array",
+                "items": {"type": "string", "minLength": 1},
+                "default": sorted(DEFAULT_KUEUE_USERNAMES),
             },
             "overrides": {"type": "array", "items": {"$ref": "#/$defs/override"}},
         },
@@ -237,6 +246,7 @@ def defaults_document(own_namespace: str | None = None, *, rules: Sequence[Rule]
         "kind": KIND,
         "clusterUnavailable": settings.cluster_unavailable.value,
         "exemptNamespaces": sorted(_default_exempt(own_namespace)),
+        "kueueUsernames": sorted(DEFAULT_KUEUE_USERNAMES),
         "rules": {rule_id: {"action": config.action.value, "params": to_plain(config.params)}
                   for rule_id, config in settings.rules.items()},
         "mutations": {mutation_id: {"enabled": config.enabled, "params": to_plain(config.params)}

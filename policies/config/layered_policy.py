@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WEBHOOK_NAMESPACE = "mpijob-webhook"
 DEFAULT_EXEMPT_NAMESPACES = frozenset({"kube-system", DEFAULT_WEBHOOK_NAMESPACE})
+# Who Kueue's controller sends its requests as (userInfo.username): upstream Kueue's manifests
+# and the Red Hat build of Kueue operator (its operand runs in openshift-kueue-operator). Only
+# requests from these may admit or stop a TrainJob without its change being checked.
+DEFAULT_KUEUE_USERNAMES = frozenset({
+    "system:serviceaccount:kueue-system:kueue-controller-manager",
+    "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager",
+})
 # Namespaces whose settings a policy keeps at hand; beyond, the least recently asked are worked
 # out again.
 NAMESPACES_REMEMBERED = 4096
@@ -101,6 +108,7 @@ def _registry_defaults() -> Settings:
 class Policy:
     settings: Settings = field(default_factory=_registry_defaults)
     exempt_namespaces: frozenset[str] = DEFAULT_EXEMPT_NAMESPACES
+    kueue_usernames: frozenset[str] = DEFAULT_KUEUE_USERNAMES
     overrides: tuple[Override, ...] = ()
     # Settings per set of matching overrides: only a handful of distinct sets ever occur.
     _resolved: dict[tuple[int, ...], Settings] = field(

@@ -21,6 +21,7 @@ File shape (every key optional; no file, an empty file → the built-in defaults
     kind: Policy
     clusterUnavailable: warn            # warn | deny
     exemptNamespaces: [kube-system, mpijob-webhook, "openshift-*"]
+    kueueUsernames: ["system:serviceaccount:kueue-system:kueue-controller-manager"]
     rules:
       worker-count: {action: deny, params: {max: 64}}
       image-reference: warn             # shorthand for {action: warn}
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.config.layered_policy import (
+    DEFAULT_KUEUE_USERNAMES,
     DEFAULT_WEBHOOK_NAMESPACE,
     MutationPatch,
     Override,
@@ -126,13 +128,17 @@ def policy_from_document(data: Any, *, source: str = "policy file", own_namespac
     if "exemptNamespaces" in data:
         exempt = frozenset(_namespaces(data["exemptNamespaces"], "exemptNamespaces", problems, allow_empty=True))
         exempt |= {own_namespace} if own_namespace else frozenset()
+    kueue_usernames = DEFAULT_KUEUE_USERNAMES
+    if "kueueUsernames" in data:
+        kueue_usernames = frozenset(_usernames(data["kueueUsernames"], "kueueUsernames", problems))
     overrides = reader.overrides(data.get("overrides"), settings)
     if problems.found:
         raise PolicyError(sorted(problems.found, key=lambda p: p.line or 0), source)
-    return Policy(settings=settings, exempt_namespaces=exempt, overrides=overrides)
+    return Policy(settings=settings, exempt_namespaces=exempt, kueue_usernames=kueue_usernames, overrides=overrides)
 
 
-_TOP_LEVEL_KEYS = ("apiVersion", "kind", "clusterUnavailable", "exemptNamespaces", "rules", "mutations", "overrides")
+_TOP_LEVEL_KEYS = ("apiVersion", "kind", "clusterUnavailable", "exemptNamespaces", "kueueUsernames", "rules",
+                   "mutations", "overrides")
 _OVERRIDE_KEYS = ("name", "namespaces", "namespaceSelector", "exempt", "clusterUnavailable", "rules", "mutations")
 
 
@@ -146,6 +152,15 @@ def _namespaces(value: Any, path: str, problems: _Problems, *, allow_empty: bool
         if not _NAMESPACE_PATTERN.match(name) or len(name) > 63:
             problems.add(_item(path, index), f"{name!r} is not a namespace name (lowercase letters, digits and '-', "
                                              "at most 63 characters; a trailing * matches by prefix)")
+    return value
+
+
+def _usernames(value: Any, path: str, problems: _Problems) -> list[str]:
+    """The usernames Kueue's controller is known by; an empty list trusts no one."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        problems.add(path, "must be a list of usernames as the API server reports them in userInfo "
+                           '(a ServiceAccount: "system:serviceaccount:<namespace>:<name>")')
+        return []
     return value
 
 

@@ -26,7 +26,8 @@ An entry is found by
 
 The job handed out is frozen, its maps and lists read-only (``read_only``): a rule or mutation
 that tried to write into it would fail at once instead of changing what the next request reads.
-At most ``SIZE`` entries, the least recently used dropped first.
+At most ``SIZE`` entries weighing (the key's length) at most ``bounded_memo.BUDGET`` together,
+the least recently used dropped first; a spec heavier than its largest share is not remembered.
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ class EffectiveJobMemo:
         if entry is not None:
             return entry[1]
         job = frozen(effective_job(trainjob, runtime, shape))
-        self._entries.put(key, (runtime, job))
+        self._entries.put(key, (runtime, job), len(inputs))
         return job
 
     def __len__(self) -> int:

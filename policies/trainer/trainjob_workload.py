@@ -39,7 +39,7 @@ from policies.trainer.api import (
     trainer,
 )
 from policies.trainer.bounded_memo import BoundedMemo
-from policies.trainer.effective_job_memo import SIZE as EFFECTIVE_JOBS
+from policies.trainer.effective_job_memo import SIZE as EFFECTIVE_JOBS, inputs_key_or_none
 from policies.trainer.effective_job import EffectiveContainer, EffectiveJob, EffectiveReplicatedJob, Written
 from policies.workload import (
     ContainerRef,
@@ -85,7 +85,7 @@ def trainjob_workload(trainjob: Obj, effective: EffectiveJob, namespace: str = "
     """The view of ``trainjob`` whose runtime's effective job is ``effective``; ``namespace``:
     the request's, for an object that does not name its own (a CREATE may not)."""
     meta = metadata(trainjob)
-    groups = _pod_groups(effective, trainer(trainjob).get("numNodes"))
+    groups = _pod_groups(effective, trainer(trainjob).get("numNodes"), trainjob)
     return Workload(
         kind=TRAINJOB_KIND,
         namespace=str(meta.get("namespace") or namespace),
@@ -129,19 +129,23 @@ def pod_groups(effective: EffectiveJob, num_nodes: object) -> PodGroups:
 class _PodGroupsMemo:
     """``pod_groups`` per effective job (by identity: the entry holds on to it, so its id is not
     taken by another while the entry lives) and ``numNodes`` (only a whole number is read); as
-    many entries as the memo of effective jobs, the least recently used dropped first."""
+    many entries as the memo of effective jobs, the least recently used dropped first. An entry
+    holds its effective job, so it weighs what an entry of that memo does: the length of the
+    TrainJob's spec inputs written out (worked out only when an entry is made)."""
 
     def __init__(self, size: int = EFFECTIVE_JOBS) -> None:
         self._entries: BoundedMemo[tuple[int, type, int | None], tuple[EffectiveJob, PodGroups]] = BoundedMemo(size)
 
-    def __call__(self, effective: EffectiveJob, num_nodes: object) -> PodGroups:
+    def __call__(self, effective: EffectiveJob, num_nodes: object, trainjob: Obj) -> PodGroups:
         nodes = num_nodes if isinstance(num_nodes, int) else None
         key = (id(effective), type(nodes), nodes)
         entry = self._entries.get(key)
         if entry is not None:
             return entry[1]
         groups = pod_groups(effective, nodes)
-        self._entries.put(key, (effective, groups))
+        inputs = inputs_key_or_none(trainjob)
+        if inputs is not None:  # as for the effective job: what cannot be written out is not kept
+            self._entries.put(key, (effective, groups), len(inputs))
         return groups
 
     def __len__(self) -> int:

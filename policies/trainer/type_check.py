@@ -80,8 +80,8 @@ def _check_without_inputs() -> Callable[[Any], list[Finding]]:
 
 
 class WellTypedInputs:
-    """The keys of spec inputs found well typed, at most ``size``, the least recently used
-    dropped first."""
+    """The keys of spec inputs found well typed, at most ``size`` weighing (their length) at
+    most ``bounded_memo.BUDGET`` together, the least recently used dropped first."""
 
     def __init__(self, size: int = 512) -> None:
         self._keys: BoundedMemo[bytes, bool] = BoundedMemo(size)
@@ -90,7 +90,7 @@ class WellTypedInputs:
         return self._keys.get(key) is not None
 
     def add(self, key: bytes) -> None:
-        self._keys.put(key, True)
+        self._keys.put(key, True, len(key))
 
     def __len__(self) -> int:
         return len(self._keys)

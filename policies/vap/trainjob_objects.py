@@ -11,12 +11,14 @@ with the runtime the TrainJob names, and only when it is an MPI runtime (``judge
 other runtime passes it. So one set of policies per runtime kind.
 
 Kueue admitting or stopping a TrainJob (only its own ``runtimePatches`` entry and
-``spec.suspend`` changed) always passes, as in the webhook. On v2.1 Kueue writes
+``spec.suspend`` changed, by a request from one of the policy's ``kueueUsernames``) always
+passes, as in the webhook; the same change from anyone else is checked. On v2.1 Kueue writes
 ``podTemplateOverrides`` entries instead (labelled ``kueue.x-k8s.io/podset``): they set only
 placement, which no exported rule reads, so the update passes by ratcheting.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import ModuleType
 
 from policies.trainer.api import (
@@ -60,7 +62,7 @@ def export_trainjobs(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[Expor
     for kind in (CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME):
         reading = _reading(policy, kind)
         target = Target(TRAINJOB, GROUP, VERSION, TRAINJOBS, INFIXES[kind], (TRAINER_API_VERSION, kind),
-                        (*reading.variables(), ("kueueAdmission", kueue_admission())), reading.judged(),
+                        (*reading.variables(), ("kueueAdmission", kueue_admission(policy.kueue_usernames))), reading.judged(),
                         "(variables.kueueAdmission)")
         for module in TRAINJOB_EXPORTED:
             exported += export_rule(policy, prefix, module.RULE, module.validations(reading), target)
@@ -80,8 +82,9 @@ def _reading(policy: Policy, kind: str) -> Reading:
     return Reading(kind, overrides, runtime_patches)
 
 
-def kueue_admission() -> str:
-    """An UPDATE that changes only ``spec.suspend`` and Kueue's own runtimePatches entry."""
+def kueue_admission(kueue_usernames: Iterable[str]) -> str:
+    """An UPDATE by Kueue's controller that changes only ``spec.suspend`` and Kueue's own
+    runtimePatches entry (an entry is Kueue's by its manager's name only: anyone can write it)."""
     ignored = cel.strings(("suspend", "runtimePatches"))
     new, old = f"{cel.NEW}.spec", f"{cel.OLD}.spec"
 
@@ -90,7 +93,8 @@ def kueue_admission() -> str:
                 f"p.manager == {cel.string(KUEUE_MANAGER)})) : [])")
 
     return cel.all_of([
-        cel.UPDATE, f"has({cel.NEW}.spec)", f"has({cel.OLD}.spec)",
+        cel.UPDATE, f"request.userInfo.username in {cel.strings(sorted(kueue_usernames))}",
+        f"has({cel.NEW}.spec)", f"has({cel.OLD}.spec)",
         f"{new}.all(k, k in {ignored} || (k in {old} && {old}[k] == {new}[k]))",
         f"{old}.all(k, k in {ignored} || k in {new})",
         f"{without_kueue(new)} == {without_kueue(old)}",

@@ -238,8 +238,8 @@ def test_a_real_parameter_range_is_checked_against_the_cluster_wide_value():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("rule:\n  plain: warn\n", "line 1: rule: unknown field 'rule' at the top level; did you mean rules? "
-                              "(fields: apiVersion, kind, clusterUnavailable, exemptNamespaces, rules, mutations, "
-                              "overrides)"),
+                              "(fields: apiVersion, kind, clusterUnavailable, exemptNamespaces, kueueUsernames, rules, "
+                              "mutations, overrides)"),
     ("rules:\n  plain: block\n", "line 2: rules.plain.action: unsupported value 'block': must be one of deny, warn, audit"),
     ("rules:\n  plain: {action: warn, param: {}}\n", "line 2: rules.plain.param: unknown field 'param' at rules.plain; "
                                                      "did you mean params? (fields: action, params)"),
@@ -255,6 +255,11 @@ def test_a_real_parameter_range_is_checked_against_the_cluster_wide_value():
     ("exemptNamespaces: [Kube_System]\n", "line 1: exemptNamespaces[0]: 'Kube_System' is not a namespace name "
                                           "(lowercase letters, digits and '-', at most 63 characters; "
                                           "a trailing * matches by prefix)"),
+    ("kueueUsernames: system:serviceaccount:kueue-system:kueue-controller-manager\n",
+     "line 1: kueueUsernames: must be a list of usernames as the API server reports them in userInfo "
+     '(a ServiceAccount: "system:serviceaccount:<namespace>:<name>")'),
+    ("kueueUsernames: ['']\n", "line 1: kueueUsernames: must be a list of usernames as the API server reports them "
+                               'in userInfo (a ServiceAccount: "system:serviceaccount:<namespace>:<name>")'),
     ("rules: {plain: warn}\nrules: {plain: deny}\n", "line 2: rules: duplicate key: each key may appear once"),
     ("rules: {plain: warn\n", "line 2: (document): not valid YAML: while parsing a flow mapping expected ',' or '}', "
                               "but got '<stream end>'"),
@@ -329,6 +334,21 @@ def test_exempt_namespaces_replace_the_default_but_keep_the_webhooks_own():
     assert policy.settings_for("kube-system") is not None
 
 
+# --- Kueue's identity -----------------------------------------------------------------------
+def test_kueues_usernames_default_to_upstream_kueue_and_the_red_hat_build():
+    expected = {"system:serviceaccount:kueue-system:kueue-controller-manager",
+                "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager"}
+    assert parse_policy("").kueue_usernames == expected
+    assert set(json_schema()["properties"]["kueueUsernames"]["default"]) == expected
+    assert set(defaults_document()["kueueUsernames"]) == expected
+
+
+def test_kueues_usernames_replace_the_default_and_an_empty_list_trusts_no_one():
+    assert parse_policy("kueueUsernames: [system:serviceaccount:queues:kueue]\n").kueue_usernames == {
+        "system:serviceaccount:queues:kueue"}
+    assert parse_policy("kueueUsernames: []\n").kueue_usernames == frozenset()
+
+
 # --- the schema -----------------------------------------------------------------------------
 def test_the_schema_is_generated_from_the_registry():
     schema = json_schema()
@@ -363,6 +383,8 @@ def test_the_schema_describes_each_parameter_type():
     {"overrides": [{"namespaces": ["a"], "rules": {"slot-per-worker": "warn"}}]},
     {"overrides": [{"rules": {"worker-count": "warn"}}]},
     {"clusterUnavailable": "audit"},
+    {"kueueUsernames": "system:serviceaccount:kueue-system:kueue-controller-manager"},
+    {"kueueUsernames": [""]},
 ], ids=lambda d: json.dumps(d)[:60])
 def test_the_schema_rejects_what_the_loader_rejects(document):
     with pytest.raises(jsonschema.ValidationError):

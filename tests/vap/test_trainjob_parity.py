@@ -22,10 +22,14 @@ from tests.vap.trainjob_corpus import (
     KUEUE,
     LEFT_TO_WEBHOOK,
     NAMESPACE,
+    NODE_CONTAINER,
     V21_POLICY,
     VIOLATIONS,
+    _patched,
     job,
     params_for,
+    pod_patch,
+    runtime_patch,
     runtimes,
     upstream_examples,
 )
@@ -33,6 +37,7 @@ from tests.vap.verdicts import vap_verdict
 from tests.vap.trainjob_verdicts import admissible, vap_review, webhook_answer, webhook_verdict
 from tests.vap.verdicts import on_update
 
+KUEUE_USERNAME = "system:serviceaccount:kueue-system:kueue-controller-manager"
 POLICIES: dict[str, Policy] = {**policies(), "pinned-v2.1": V21_POLICY}
 RUNTIMES = runtimes()
 
@@ -148,6 +153,14 @@ def _suspended(trainjob: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _without_patches(trainjob: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(trainjob)
+    del out["spec"]["runtimePatches"]
+    return out
+
+
+KUEUE_NAMED_FIX = _patched(job("node-container-renamed", numNodes=3),
+                           runtime_patch("kueue.x-k8s.io/manager", {"node": pod_patch(NODE_CONTAINER)}))
 NODES_120 = VIOLATIONS["nodes-120"][1]
 SLOTS_9 = VIOLATIONS["slots-9"][1]
 UPDATES = {
@@ -157,6 +170,12 @@ UPDATES = {
                                          _kueue_admits(VIOLATIONS["own-mutation-patch-kept"][1])),
     "kueue-admits-a-violating-v2-1-job": (_suspended(VIOLATIONS["slots-string-9-v21"][1]),
                                           _kueue_admits_v2_1(_suspended(VIOLATIONS["slots-string-9-v21"][1]))),
+    # Kueue's entry written by a user: checked, not Kueue's admission (ratcheted like any update)
+    "user-writes-kueues-entry-ratcheted": (_suspended(SLOTS_9), _kueue_admits(SLOTS_9)),
+    # an entry under Kueue's name that made the runtime usable (it adds the node container),
+    # taken out again: Kueue stopping the job passes, a user doing the same is checked
+    "kueue-removes-its-entry": (_suspended(KUEUE_NAMED_FIX), _without_patches(KUEUE_NAMED_FIX)),
+    "user-removes-an-entry-under-kueues-name-enforced": (_suspended(KUEUE_NAMED_FIX), _without_patches(KUEUE_NAMED_FIX)),
     "new-violation-enforced": (job(numNodes=3), job(numNodes=3, numProcPerNode=9)),
     "worse-violation-enforced": (NODES_120, job(numNodes=130)),
     "suspend-flip-and-more-nodes": (_suspended(job(numNodes=3)), job(numNodes=120)),
@@ -166,7 +185,10 @@ UPDATES = {
 @pytest.mark.parametrize("name", sorted(UPDATES))
 def test_updates_are_ratcheted_like_the_webhook(name: str) -> None:
     old, new = UPDATES[name]
-    webhook = webhook_verdict(POLICIES["built-in"], new, RUNTIMES, NAMESPACE, operation="UPDATE", old=old)
-    result = vap_review(exported("built-in"), new, params_for(new, RUNTIMES), NAMESPACE, operation="UPDATE", old=old)
+    username = KUEUE_USERNAME if name.startswith("kueue") else "alice"
+    webhook = webhook_verdict(POLICIES["built-in"], new, RUNTIMES, NAMESPACE, operation="UPDATE", old=old,
+                              username=username)
+    result = vap_review(exported("built-in"), new, params_for(new, RUNTIMES), NAMESPACE, operation="UPDATE", old=old,
+                        username=username)
     assert on_update(vap_verdict(result)) == on_update(webhook)
     assert result.allowed is (name.endswith("ratcheted") or name.startswith("kueue"))

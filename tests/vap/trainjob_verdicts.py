@@ -73,11 +73,13 @@ def per_node_decides(trainjob: Mapping[str, Any], runtimes: Sequence[Runtime]) -
 
 def webhook_answer(policy: Policy, trainjob: Mapping[str, Any], runtimes: Sequence[Runtime], namespace: str,
                    labels: Mapping[str, str] | None = None, *, operation: str = "CREATE",
-                   old: Mapping[str, Any] | None = None, everything: bool = False) -> tuple[Verdict, list[str]]:
+                   old: Mapping[str, Any] | None = None, everything: bool = False,
+                   username: str = "alice") -> tuple[Verdict, list[str]]:
     """(rule ids by action, ``[rule] path:`` of every finding) of the webhook's /validate, for
     the rules exported for this TrainJob (``everything``: also where a rule is left to the webhook)."""
     served = webhook(rules=STATIC_TRAINJOB_RULES, policy=policy, cluster=_view(runtimes, namespace, labels or {}))
-    served.review("/validate", trainjob_review(trainjob, operation=operation, old=old, namespace=namespace))
+    served.review("/validate", trainjob_review(trainjob, operation=operation, old=old, namespace=namespace,
+                                               username=username))
     verdict = served.last.verdict
     if verdict is None:
         return {}, []
@@ -101,7 +103,8 @@ def webhook_verdict(policy: Policy, trainjob: Mapping[str, Any], runtimes: Seque
 
 def vap_review(objects: list[dict[str, Any]], trainjob: Mapping[str, Any], runtimes: Sequence[Runtime],
                namespace: str, labels: Mapping[str, str] | None = None, *, operation: str = "CREATE",
-               old: Mapping[str, Any] | None = None) -> Review:
+               old: Mapping[str, Any] | None = None, username: str = "alice") -> Review:
     return review(objects, Request(trainjob, namespace, old, operation, dict(labels or {}),
                                    group="trainer.kubeflow.org", version="v1alpha1", resource="trainjobs",
+                                   username=username,
                                    params=tuple(runtimes), namespaced_param_kinds=frozenset({TRAINING_RUNTIME})))

@@ -57,12 +57,40 @@ def test_runtime_from_cluster_state_with_the_quota(tmp_path, capsys):
     assert report["results"][0]["status"]["code"] == 403
 
 
-def test_a_runtime_given_nowhere_is_said(tmp_path, capsys):
-    code, report = check_json(capsys, write(tmp_path / "trainjob.yaml", trainjob(numNodes=4)))
+def not_given(what: str, where: str, save: str) -> str:
+    return (f"[cluster-state] spec.runtimeRef.name: {what} is in none of the files checked {where}: this TrainJob "
+            "was not checked (worker count, slots, GPUs, quota, node fit); give the runtime in the same input "
+            f"(`mpijob-webhook check trainjob.yaml runtime.yaml`, the runtime saved with `{save}`) or with "
+            "--cluster-state FILE")
+
+
+def test_a_runtime_given_nowhere_is_named_with_how_to_give_it(tmp_path):
+    # Offline there is no watch cache to be behind: the message says which runtime is missing
+    # and how to give it. Nothing was checked, which is said, not failed: exit 0, as for the
+    # cluster rules skipped without --cluster-state.
+    write(tmp_path / "trainjob.yaml", trainjob(numNodes=4))
+    result = subprocess.run([str(console_script()), "check", "trainjob.yaml"], capture_output=True, text=True,
+                            check=False, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        "trainjob.yaml[0] TrainJob team-a/train: admitted (runtime-not-given)",
+        "  audit   " + not_given("ClusterTrainingRuntime deepspeed-distributed", "and no --cluster-state was given",
+                                 "kubectl get clustertrainingruntime deepspeed-distributed -o yaml > runtime.yaml"),
+        "1 document: 1 admitted, 0 denied, 0 ignored",
+    ]
+
+
+def test_a_namespaced_runtime_missing_from_the_cluster_state_too_is_named(tmp_path, capsys):
+    state = write(tmp_path / "cluster.yaml", runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"))
+    job = write(tmp_path / "trainjob.yaml", trainjob(numNodes=4, kind="TrainingRuntime", namespace="team-a"))
+    code, report = check_json(capsys, job, "--cluster-state", state)
     assert code == 0
-    (finding,) = report["results"][0]["findings"]
-    assert finding["rule"] == "cluster-state" and finding["path"] == "spec.runtimeRef.name"
-    assert "ClusterTrainingRuntime deepspeed-distributed is not known" in finding["message"]
+    (result,) = report["results"]
+    assert (result["decision"], result["reason"]) == ("admitted", "runtime-not-given")
+    assert result["findings"] == [{
+        "rule": "cluster-state", "action": "warn", "path": "spec.runtimeRef.name",
+        "message": not_given("TrainingRuntime deepspeed-distributed (namespace team-a)", "nor in --cluster-state",
+                             "kubectl get trainingruntime deepspeed-distributed -n team-a -o yaml > runtime.yaml")}]
 
 
 def test_the_opendatahub_benchmark_trainjob_and_runtime(tmp_path, capsys):

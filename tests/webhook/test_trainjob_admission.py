@@ -367,6 +367,10 @@ def test_an_update_that_keeps_an_existing_problem_is_not_blocked_by_it(shape):
                                 "need the ranks")]
 
 
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+RED_HAT_KUEUE_USER = "system:serviceaccount:openshift-kueue-operator:kueue-controller-manager"
+
+
 def test_kueues_admission_is_never_blocked():
     view = cluster(quotas={"team-a": [resource_quota("gpus", {f"requests.{GPU}": 1})]})
     old = trainjob(numNodes=4, resourcesPerNode={"limits": {GPU: 2}})
@@ -377,7 +381,7 @@ def test_kueues_admission_is_never_blocked():
     admitted["spec"]["runtimePatches"] = [{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {
         "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
             "nodeSelector": {"flavor": "h100"}}}}}}]}}}}]
-    response, decision = validate(admitted, view=view, operation="UPDATE", old=old)
+    response, decision = validate(admitted, view=view, operation="UPDATE", old=old, username=KUEUE_USER)
     assert response == {"uid": response["uid"], "allowed": True}
     assert decision.reason == "kueue-admission"
 
@@ -403,22 +407,91 @@ def test_kueues_admission_of_a_v2_1_trainjob_is_never_blocked():
     old["spec"].update(suspend=True, podTemplateOverrides=[user_override])
     placed = copy.deepcopy(old)
     placed["spec"]["podTemplateOverrides"] += kueue_v2_1_overrides(nodeSelector={"pool": "h100"})
-    response, decision = validate(placed, "v2.1", view, strict, operation="UPDATE", old=old)
+    response, decision = validate(placed, "v2.1", view, strict, operation="UPDATE", old=old, username=KUEUE_USER)
     assert response == {"uid": response["uid"], "allowed": True}
     assert decision.reason == "kueue-admission"
     started = copy.deepcopy(placed)
     started["spec"]["suspend"] = False
-    response, decision = validate(started, "v2.1", view, strict, operation="UPDATE", old=placed)
+    response, decision = validate(started, "v2.1", view, strict, operation="UPDATE", old=placed, username=KUEUE_USER)
     assert response["allowed"] is True and decision.reason == "kueue-admission"
     # Kueue stopping the job removes its entries again and suspends it
-    response, decision = validate(old, "v2.1", view, strict, operation="UPDATE", old=started)
+    response, decision = validate(old, "v2.1", view, strict, operation="UPDATE", old=started, username=KUEUE_USER)
     assert response["allowed"] is True and decision.reason == "kueue-admission"
     # the same selector in an entry of the user's own is checked
     users = copy.deepcopy(old)
     users["spec"]["podTemplateOverrides"].append({"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "h100"}}})
-    response, decision = validate(users, "v2.1", view, strict, operation="UPDATE", old=old)
+    response, decision = validate(users, "v2.1", view, strict, operation="UPDATE", old=old, username=KUEUE_USER)
     assert response["allowed"] is False and decision.reason == "checked"
     assert causes(response)[0][0] == "spec.podTemplateOverrides[1].spec"
+
+
+# A user writing entries under Kueue's name: a suspended TrainJob given another node pool and
+# ServiceAccount through a runtimePatches entry whose manager is Kueue's (v2.1: overrides
+# labelled with Kueue's pod sets).
+FORGED_POD = {"nodeSelector": {"pool": "h100"}, "serviceAccountName": "admin"}
+
+
+def forged_update(shape: str) -> tuple[dict, dict]:
+    old = trainjob(numNodes=3)
+    old["spec"]["suspend"] = True
+    new = copy.deepcopy(old)
+    if shape == "v2.1":
+        new["spec"]["podTemplateOverrides"] = kueue_v2_1_overrides(**FORGED_POD)
+    else:
+        new["spec"]["runtimePatches"] = [{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {
+            "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": FORGED_POD}}}}]}}}}]
+    return old, new
+
+
+def forged_review_answer(shape: str, username: str, policy: Policy | None = None) -> tuple[dict, dict, Any]:
+    view = cluster(shape, node_list=[node("gpu-1", {"cpu": "32", "memory": "256Gi", GPU: "8"}, labels={"pool": "a"})])
+    strict = settings(shape).with_rule("node-fit", action=Action.DENY)
+    served = webhook(cluster=view, policy=policy or Policy(settings=strict))
+    old, new = forged_update(shape)
+    review = trainjob_review(new, operation="UPDATE", old=old, username=username)
+    return review, served.review("/validate", review), served.last
+
+
+@SHAPES
+def test_an_entry_under_kueues_name_written_by_a_user_is_checked(shape):
+    review, answer, decision = forged_review_answer(shape, "alice")
+    node_patch = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec"
+    found = ([("spec.podTemplateOverrides[0].spec", "launcher"), ("spec.podTemplateOverrides[1].spec", "node")]
+             if shape == "v2.1" else [(node_patch, "node")])
+    unfit = "no node can ever run a {} pod: no label pool=h100 on 1 of 1 node; fix its nodeSelector, affinity or tolerations"
+    assert decision.reason == "checked"
+    assert answer == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+        "uid": review["request"]["uid"], "allowed": False,
+        "status": {
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": 'TrainJob "train" is forbidden: ' + "\n".join(
+                f"[node-fit] {path}: {unfit.format(pod)}" for path, pod in found),
+            "details": {"name": "train", "group": "trainer.kubeflow.org", "kind": "TrainJob", "causes": [
+                {"reason": "FieldValueForbidden", "message": f"[node-fit] {unfit.format(pod)}", "field": path}
+                for path, pod in found]},
+        },
+        "auditAnnotations": {"denied-by": "node-fit"},
+    }}
+
+
+@SHAPES
+@pytest.mark.parametrize("username", [KUEUE_USER, RED_HAT_KUEUE_USER])
+def test_the_same_entry_from_kueues_own_identity_is_its_admission(shape, username):
+    review, answer, decision = forged_review_answer(shape, username)
+    assert answer == {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                      "response": {"uid": review["request"]["uid"], "allowed": True}}
+    assert decision.reason == "kueue-admission"
+
+
+def test_the_policy_file_names_who_kueue_is():
+    strict = settings().with_rule("node-fit", action=Action.DENY)
+    ours = Policy(settings=strict, kueue_usernames=frozenset({"system:serviceaccount:queues:kueue"}))
+    review, answer, decision = forged_review_answer("v2.3", "system:serviceaccount:queues:kueue", ours)
+    assert answer["response"] == {"uid": review["request"]["uid"], "allowed": True}
+    assert decision.reason == "kueue-admission"
+    # the built-in identities are then no longer trusted
+    _, answer, decision = forged_review_answer("v2.3", KUEUE_USER, ours)
+    assert answer["response"]["allowed"] is False and decision.reason == "checked"
 
 
 def test_status_writes_are_not_checked():

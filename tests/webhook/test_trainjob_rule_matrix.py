@@ -353,6 +353,11 @@ def test_a_trainjob_on_a_runtime_that_is_not_mpi_is_left_untouched(shape: str, t
 
 UNKNOWN_RUNTIME = (f"spec.runtimeRef.name: {RUNTIME} is not known to the webhook: it is not created yet, or its watch "
                    "cache is behind; the TrainJob was not checked (worker count, slots, GPUs, quota, node fit)")
+# check has no watch cache to be behind: it says where the runtime was looked for, and how to give it
+NOT_GIVEN = (f"spec.runtimeRef.name: {RUNTIME} is in none of the files checked nor in --cluster-state: this TrainJob "
+             "was not checked (worker count, slots, GPUs, quota, node fit); give the runtime in the same input "
+             "(`mpijob-webhook check trainjob.yaml runtime.yaml`, the runtime saved with `kubectl get "
+             "clustertrainingruntime deepspeed-distributed -o yaml > runtime.yaml`) or with --cluster-state FILE")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -364,7 +369,8 @@ def test_a_runtime_not_known_is_the_cluster_state_case(shape: str, policy: str, 
     assert webhook_lines(response) == case.expected(shape)
     assert response.get("status", {}).get("code") == case.code
     code, result = through_check(case, shape, tmp_path)
-    assert (code, check_lines(result)) == (1 if action == "deny" else 0, case.expected(shape))
+    offline = [(a, rule, NOT_GIVEN if text == UNKNOWN_RUNTIME else text) for a, rule, text in case.expected(shape)]
+    assert (code, result["reason"], check_lines(result)) == (1 if action == "deny" else 0, "runtime-not-given", offline)
 
 
 # --- mutations ------------------------------------------------------------------------------

@@ -40,10 +40,12 @@ FAST = Timing(stale_after=0.5, backoff_initial=0.02, backoff_max=0.2, absent_rec
 
 
 # How long a test waits for the caches to catch up (the first list, an event) before it fails.
-# The wait ends as soon as they have, so a generous bound costs nothing when they are fast; it is
-# generous because the first caches of a test process also pay the kubernetes client's one-time
-# start-up (about 2 s alone, many times that on a loaded machine). A test that asserts how fast
-# something is seen says so with its own bound (test_a_quota_update_is_seen_within_a_second).
+# The wait ends as soon as they have, so a generous bound costs nothing when they are fast: even
+# the first caches of a test process sync in about 0.1 s (0.04 CPU-seconds; the kubernetes
+# client's one-time import, about a CPU-second, is paid when this module is imported, and the
+# caches no longer load its generated API classes). It is generous because a machine loaded by
+# other work can stretch that many times over. A test that asserts how fast something is seen
+# says so with its own bound (test_a_quota_update_is_seen_within_a_second).
 SETTLE = 60.0
 
 
