@@ -36,6 +36,10 @@ Resources = dict[str, Decimal]
 SPEC = ""
 ZERO = Decimal(0)
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_WORKER = Role.WORKER
+
 # Resources whose request may never differ from the limit (apimachinery: "non-overcommitable").
 HUGEPAGES_PREFIX = "hugepages-"
 # Resources a request above the limit is refused for (the rest must be equal anyway).
@@ -426,7 +430,7 @@ class JobPods:
     @property
     def workers(self) -> int:
         for name, pod in self.pods.items():
-            if pod.role is Role.WORKER:
+            if pod.role is _WORKER:
                 return self.counts[name]
         return 0
 

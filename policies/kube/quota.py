@@ -37,6 +37,10 @@ MUST_SPECIFY = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu"
 _QOS_RESOURCES = ("cpu", "memory")
 ZERO = Decimal(0)
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_LAUNCHER = Role.LAUNCHER
+
 
 @dataclass(frozen=True)
 class Quota:
@@ -191,20 +195,14 @@ def usage(requests: Mapping[str, Decimal], limits: Mapping[str, Decimal]) -> Res
             charged[resource] = charged[requested] = requests[resource]
         if resource in limits:
             charged[limited] = limits[resource]
-    for resource, value in requests.items():
-        if resource not in _COMPUTE:
-            for name in _charged_names(resource):
-                charged[name] = value
+    for resource, value in requests.items():  # the quota resources the others charge
+        if resource in _COMPUTE:
+            continue
+        if resource.startswith(HUGEPAGES_PREFIX):
+            charged[resource] = charged[f"requests.{resource}"] = value
+        elif is_extended(resource):  # only the requests.<name> form may be quota'd
+            charged[f"requests.{resource}"] = value
     return charged
-
-
-def _charged_names(resource: str) -> tuple[str, ...]:
-    """The quota resources a request of ``resource`` (other than cpu, memory, storage) charges."""
-    if resource.startswith(HUGEPAGES_PREFIX):
-        return resource, f"requests.{resource}"
-    if is_extended(resource):  # only the requests.<name> form may be quota'd
-        return (f"requests.{resource}",)
-    return ()
 
 
 def unstated(container: ContainerResources, tracked: Sequence[tuple[str, str, str]]) -> list[str]:
@@ -249,11 +247,17 @@ def pod_charges(pods: JobPods) -> tuple[PodCharge, ...]:
 
 
 def charge_of(pods: Sequence[PodCharge], workers: int, quota: Quota) -> Charge:
-    per_pod: dict[str, Resources] = {}
+    # Told apart by identity, not kept in a dict keyed by role and looked up with Role.LAUNCHER
+    # and Role.WORKER: two member reads (each a Python call on 3.11) and a dict per quota.
+    launcher: Resources | None = None
+    worker: Resources | None = None
     for pod in pods:
         if not (quota.scopes or quota.selector) or quota_matches_pod(quota, pod.facts):
-            per_pod[pod.pod.role] = pod.usage
-    return Charge(per_pod.get(Role.LAUNCHER, {}), per_pod.get(Role.WORKER, {}), workers)
+            if pod.pod.role is _LAUNCHER:
+                launcher = pod.usage
+            else:
+                worker = pod.usage
+    return Charge({} if launcher is None else launcher, {} if worker is None else worker, workers)
 
 
 def charge(pods: JobPods, quota: Quota) -> Charge:
@@ -297,20 +301,19 @@ class NamespaceQuotas:
     # Picked out once, as a namespace's quotas are read by many requests:
     # the quotas that make containers state cpu or memory (``Quota.must_specify``)
     must_specify: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
-    # the quotas without scopes that count MPIJobs (``object_counts``)
-    job_counts: tuple[Quota, ...] = field(init=False, repr=False, compare=False)
+    # object-count resource (``count/mpijobs.kubeflow.org``, or that of another API's jobs) →
+    # the quotas without scopes that count it; a resource no such quota counts is absent
+    object_counts: Mapping[str, tuple[Quota, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "must_specify", tuple(q for q in self.quotas if q.must_specify))
-        object.__setattr__(self, "job_counts", tuple(q for q in self.quotas
-                                                     if not q.scoped and MPIJOB_COUNT in q.hard))
-
-    def object_counts(self, resource: str) -> tuple[Quota, ...]:
-        """The quotas without scopes that count ``resource``: ``count/mpijobs.kubeflow.org``, or
-        the object count of another API's jobs."""
-        if resource == MPIJOB_COUNT:
-            return self.job_counts
-        return tuple(q for q in self.quotas if not q.scoped and resource in q.hard)
+        counts: dict[str, tuple[Quota, ...]] = {}
+        for quota in self.quotas:
+            if not quota.scoped:
+                for resource in quota.hard:
+                    if resource.startswith("count/"):
+                        counts[resource] = (*counts.get(resource, ()), quota)
+        object.__setattr__(self, "object_counts", counts)
 
     def running_besides(self, name: str) -> int:
         return sum(1 for n in self.running if n != name)

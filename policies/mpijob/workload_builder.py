@@ -31,6 +31,10 @@ OPERATOR = "kubeflow.org/mpi-operator"  # spec.runPolicy.managedBy of jobs this 
 LAUNCHER_SUFFIX = "-launcher"
 WORKER_SUFFIX = "-worker-"
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_LAUNCHER = Role.LAUNCHER
+
 _SLOTS = Source("spec.slotsPerWorker")
 _RUN_LAUNCHER_AS_WORKER = Source("spec.runLauncherAsWorker")
 # The flag and the lifecycle have a few possible values each: made here, shared by every view
@@ -79,20 +83,22 @@ def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
     launcher = _group(LAUNCHER, specs.get(LAUNCHER))
     workers = _group(WORKER, specs.get(WORKER))
     runs_ranks = bool(job_spec.get("runLauncherAsWorker"))
+    # Positional, in the order of Workload's fields (its 13 keywords cost 5,600 instructions more
+    # on every request: docs/performance.md, "The policy side at main"); mypy checks each type.
     return Workload(
-        kind=MPIJOB,
-        namespace=str(meta.get("namespace") or namespace),
-        name=meta.get("name") or "",
-        generate_name=meta.get("generateName") or "",
-        launcher=launcher,
-        workers=workers,
-        slots=Slots(job_spec.get("slotsPerWorker"), _SLOTS),
-        launcher_runs_ranks=_RUNS_RANKS[runs_ranks],
-        pod_names=MPIJobPodNames(_named_workers(workers, runs_ranks)),
-        lifecycle=_lifecycle(job, job_spec, meta),
-        queue=(meta.get("labels") or {}).get(QUEUE_LABEL),
-        queue_source=_QUEUE,
-        object=job,
+        MPIJOB,  # kind
+        str(meta.get("namespace") or namespace),  # namespace
+        meta.get("name") or "",  # name
+        meta.get("generateName") or "",  # generate_name
+        launcher,
+        workers,
+        Slots(job_spec.get("slotsPerWorker"), _SLOTS),  # slots
+        _RUNS_RANKS[runs_ranks],  # launcher_runs_ranks
+        MPIJobPodNames(_named_workers(workers, runs_ranks)),  # pod_names
+        _lifecycle(job, job_spec, meta),  # lifecycle
+        (meta.get("labels") or {}).get(QUEUE_LABEL),  # queue
+        _QUEUE,  # queue_source
+        job,  # object
     )
 
 
@@ -104,26 +110,27 @@ def _group(replica_type: str, replica: Any) -> PodGroup:
     pod_template = replica.get("template") or {}
     template = pod_template.get("spec") or {}
     replicas = replica.get("replicas")
-    if role is Role.LAUNCHER:
+    if role is _LAUNCHER:
         pods = 1  # the operator always runs exactly one launcher
     else:  # an omitted or non-numeric count is 0 workers
         pods = replicas if isinstance(replicas, int) and replicas > 0 else 0
-    return PodGroup(role, replica_type, noun, True, source, replicas, count_source, pods, template,
-                    template_source, _containers(template, template_source.path), pod_template)
-
-
-def _containers(template: Mapping[str, Any], base: str) -> tuple[ContainerRef, ...]:
-    """Init containers first, then the app containers, each in order: as the pod starts them."""
-    found: list[ContainerRef] = []
+    # Init containers first, then the app containers, each in order: as the pod starts them.
+    # Plain loops, not a function and comprehensions: one or two containers per group, where
+    # each call would cost more than the loop (docs/performance.md, "The policy side at main").
+    base = template_source.path
+    containers: list[ContainerRef] = []
     listed = template.get("initContainers")
     if listed:
-        found += [ContainerRef(c, f"{base}.initContainers[{index}]", True)
-                  for index, c in enumerate(listed) if type(c) is dict or isinstance(c, Mapping)]
+        for index, container in enumerate(listed):
+            if type(container) is dict or isinstance(container, Mapping):
+                containers.append(ContainerRef(container, f"{base}.initContainers[{index}]", True))
     listed = template.get("containers")
     if listed:
-        found += [ContainerRef(c, f"{base}.containers[{index}]")
-                  for index, c in enumerate(listed) if type(c) is dict or isinstance(c, Mapping)]
-    return tuple(found)
+        for index, container in enumerate(listed):
+            if type(container) is dict or isinstance(container, Mapping):
+                containers.append(ContainerRef(container, f"{base}.containers[{index}]"))
+    return PodGroup(role, replica_type, noun, True, source, replicas, count_source, pods, template,
+                    template_source, tuple(containers), pod_template)
 
 
 def _named_workers(workers: PodGroup, runs_ranks: bool) -> int | None:

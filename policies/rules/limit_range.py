@@ -19,6 +19,10 @@ from policies.workload import Role, Source, request_workload
 
 Subject = ContainerResources | PodResources  # what a LimitRange item bounds
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_WORKER = Role.WORKER
+
 
 class LimitRange:
     id = "limit-range"
@@ -39,7 +43,7 @@ class LimitRange:
         for pod in pods:
             # The GPU maximum of pods that run ranks is gpus-per-worker's, which reads it from
             # these same LimitRanges: one problem, one finding.
-            runs_ranks = pod.role is Role.WORKER or launcher_runs_ranks
+            runs_ranks = pod.role is _WORKER or launcher_runs_ranks
             for container in pod.containers:
                 for item in limits.container_items:
                     self._bounds(findings, item, container, runs_ranks, more)

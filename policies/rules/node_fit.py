@@ -24,6 +24,10 @@ from policies.kube.quantities import format_quantity, is_extended
 from policies.kube.pod_resources import PodResources, parse_resources, request_pods
 from policies.workload import Role, Source
 
+# Read once: a member read off an Enum class is a Python call on 3.11 (docs/performance.md, "Fast
+# paths kept and removed"), and these are read for every pod of every request.
+_LAUNCHER = Role.LAUNCHER
+
 Node = Mapping[str, Any]
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 _UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
@@ -230,7 +234,7 @@ class NodeFit:
         missing_reported: set[str] = set()
         placements: list[Placements] = []  # one per distinct set of placement fields of the job's pods
         for pod in request_pods(ctx):
-            if pod.role is Role.LAUNCHER and not params.check_launcher:
+            if pod.role is _LAUNCHER and not params.check_launcher:
                 continue
             requests = {r: v for r, v in pod.requests.items() if v > _ZERO}
             unknown = [] if cluster.advertised.issuperset(requests) else \

@@ -42,6 +42,7 @@ from policies.trainer.trainjob_review import in_flight_trainjobs
 from policies.workload import Workload, jobs_in_words, request_old_workload, request_workload
 
 ZERO = Decimal(0)
+NO_WORKLOADS: tuple[Workload, ...] = ()  # one object: the namespace memo is keyed on its identity
 
 
 @dataclass(frozen=True)
@@ -152,16 +153,18 @@ class ResourceQuota:
         if not quota_objects:
             return
         # Parsed quotas and what other jobs hold in flight: derived once per change of these
+        # (no TrainJobs in the namespace, the usual case, asks no more than the view does)
+        trainjobs = ctx.cluster.trainjobs(ctx.namespace)
         namespace = namespace_quotas(quota_objects, ctx.cluster.limit_ranges(ctx.namespace),
                                      ctx.cluster.mpijobs(ctx.namespace),
-                                     in_flight_trainjobs(ctx.cluster.trainjobs(ctx.namespace), ctx))
+                                     in_flight_trainjobs(trainjobs, ctx) if trainjobs else NO_WORKLOADS)
         workload = request_workload(ctx)
         pods = request_pods(ctx)
         charges = pod_charges(pods)
         if namespace.must_specify:
             yield from self._unstated(charges, namespace.must_specify)
         if ctx.operation == "CREATE":
-            counted = namespace.object_counts(workload.kind.count_resource)
+            counted = namespace.object_counts.get(workload.kind.count_resource)
             if counted:
                 yield from self._job_count(ctx, workload, counted)
         if ctx.operation == "UPDATE" and workload.lifecycle.suspended:
