@@ -1,16 +1,63 @@
 """Kubernetes resource quantities, parsed as the API server does (Decimal, never float)."""
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, DecimalException, InvalidOperation
 from typing import Any
-
-from kubernetes.utils import parse_quantity
 
 GPU_SUFFIX = "/gpu"
 
 
 class BadQuantity(ValueError):
     pass
+
+
+# The suffixes ``kubernetes.utils.parse_quantity`` knows, each with what it multiplies by, made
+# once as that function makes it on every call (``base ** Decimal(exponent)``, an arbitrary
+# precision power: most of its cost; docs/performance.md, "The view and the quantities").
+_EXPONENTS = {"n": -3, "u": -2, "m": -1, "K": 1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_MULTIPLIERS = {suffix: 1000 ** Decimal(exponent) for suffix, exponent in _EXPONENTS.items()}
+_MULTIPLIERS.update({f"{prefix}i": 1024 ** Decimal(_EXPONENTS[prefix]) for prefix in "KMGTPE"})
+
+
+def parse_quantity(value: Any) -> Decimal:
+    """What ``kubernetes.utils.parse_quantity`` answers: the same Decimal, digit for digit, and a
+    ValueError (with its message) for what it refuses
+    (tests/policies/test_quantities.py holds it to that library over generated quantities).
+
+    As that function does: a last ``i`` after a suffix letter makes a binary suffix (``Ki`` …
+    ``Ei``; ``ki``, ``mi`` … are refused), a last suffix letter a decimal one, and the number
+    before it is whatever ``Decimal`` reads (signs, exponents, ``Infinity``, ``NaN``, underscores,
+    surrounding spaces); the product is rounded in the thread's decimal context."""
+    kind = type(value)
+    if kind is int:
+        return Decimal(value)
+    if kind is str:
+        text = value
+    elif isinstance(value, (int, float, Decimal)):  # as that function: any number as it is (bools too)
+        return Decimal(value)
+    else:
+        text = str(value)
+    last = text[-1:]
+    suffix = ""
+    if last == "i":
+        if len(text) >= 2 and text[-2] in _EXPONENTS:
+            suffix = text[-2:]
+    elif last in _EXPONENTS:
+        suffix = last
+    number = text[:-len(suffix)] if suffix else text
+    try:
+        parsed = Decimal(number)
+    except InvalidOperation:
+        raise ValueError(f"Invalid number format: {number}") from None
+    if not suffix:
+        return parsed
+    multiplier = _MULTIPLIERS.get(suffix)
+    if multiplier is None:
+        raise ValueError(f"{text} has unknown suffix")
+    try:
+        return parsed * multiplier
+    except DecimalException as exc:
+        raise ValueError(f"Invalid quantity: {text}") from exc
 
 
 def quantity(value: Any) -> Decimal:
