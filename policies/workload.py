@@ -17,7 +17,7 @@ Built for every request and read by several rules: slotted dataclasses, not froz
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -251,10 +251,17 @@ def max_name_length(names: PodNames) -> int:
     return DNS1035_LABEL_MAX - len(names.longest(""))
 
 
-@dataclass(slots=True, eq=False)
 class Workload:
     """One MPI job as the workload rules see it. Build it with the builder of its API
-    (``policies.mpijob.workload_builder.mpijob_workload``), once per request (``request_workload``)."""
+    (``policies.mpijob.workload_builder.mpijob_workload``), once per request (``request_workload``).
+
+    A slotted class with its own ``__init__`` rather than a dataclass for one reason: the
+    lifecycle, which only quota accounting reads (and not on most requests), may be given as the
+    function that works it out from the object, called on its first read
+    (docs/performance.md, "The view and the quantities")."""
+
+    __slots__ = ("kind", "namespace", "name", "generate_name", "launcher", "workers", "slots",
+                 "launcher_runs_ranks", "pod_names", "_lifecycle", "queue", "queue_source", "object")
 
     kind: WorkloadKind
     namespace: str  # metadata.namespace, else the request's
@@ -266,10 +273,41 @@ class Workload:
     # The launcher runs ranks too (MPIJob spec.runLauncherAsWorker, TrainJob runLauncherAsNode)
     launcher_runs_ranks: Flag
     pod_names: PodNames
-    lifecycle: Lifecycle
+    _lifecycle: Lifecycle | Callable[[Mapping[str, Any]], Lifecycle]
     queue: str | None  # the Kueue LocalQueue it names (metadata.labels), or None
     queue_source: Source
-    object: Mapping[str, Any] = field(repr=False)  # the reviewed object, for kind-specific rules only
+    object: Mapping[str, Any]  # the reviewed object, for kind-specific rules only
+
+    def __init__(self, kind: WorkloadKind, namespace: str, name: str, generate_name: str, launcher: PodGroup,
+                 workers: PodGroup, slots: Slots, launcher_runs_ranks: Flag, pod_names: PodNames,
+                 lifecycle: Lifecycle | Callable[[Mapping[str, Any]], Lifecycle], queue: str | None,
+                 queue_source: Source, object: Mapping[str, Any]) -> None:  # noqa: A002 - the field's name
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.generate_name = generate_name
+        self.launcher = launcher
+        self.workers = workers
+        self.slots = slots
+        self.launcher_runs_ranks = launcher_runs_ranks
+        self.pod_names = pod_names
+        self._lifecycle = lifecycle
+        self.queue = queue
+        self.queue_source = queue_source
+        self.object = object
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """Where the job is in its life; worked out from ``object`` on the first read when the
+        builder gave the function that does it."""
+        lifecycle = self._lifecycle
+        if isinstance(lifecycle, Lifecycle):
+            return lifecycle
+        made = self._lifecycle = lifecycle(self.object)
+        return made
+
+    def __repr__(self) -> str:
+        return f"Workload({self.kind.kind} {self.namespace}/{self.display_name})"
 
     @property
     def display_name(self) -> str:

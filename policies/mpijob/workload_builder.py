@@ -95,7 +95,7 @@ def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
         Slots(job_spec.get("slotsPerWorker"), _SLOTS),  # slots
         _RUNS_RANKS[runs_ranks],  # launcher_runs_ranks
         MPIJobPodNames(_named_workers(workers, runs_ranks)),  # pod_names
-        _lifecycle(job, job_spec, meta),  # lifecycle
+        lifecycle,  # lifecycle: worked out from the job when quota accounting first reads it
         (meta.get("labels") or {}).get(QUEUE_LABEL),  # queue
         _QUEUE,  # queue_source
         job,  # object
@@ -166,16 +166,11 @@ def lifecycle(job: Mapping[str, Any]) -> Lifecycle:
     The rare window where pods exist but the status is not written yet counts a job twice
     (cautious); a ``WaitForWorkersReady`` launcher created later is not counted.
     """
-    return _lifecycle(job, spec(job), metadata(job))
-
-
-def _lifecycle(job: Mapping[str, Any], job_spec: Mapping[str, Any], meta: Mapping[str, Any]) -> Lifecycle:
-    """``lifecycle``, from the spec and metadata the builder has read already."""
-    run_policy = job_spec.get("runPolicy") or {}
+    run_policy = spec(job).get("runPolicy") or {}
     if run_policy.get("suspend"):  # the usual new job has no status: nothing more to read
         return _SUSPENDED
     conditions = _conditions(job) if job.get("status") else {}
     if (conditions.get("Succeeded") == "True" or conditions.get("Failed") == "True"
-            or meta.get("deletionTimestamp") or run_policy.get("managedBy") not in (None, "", OPERATOR)):
+            or metadata(job).get("deletionTimestamp") or run_policy.get("managedBy") not in (None, "", OPERATOR)):
         return _INACTIVE
     return _STARTING if not conditions or conditions.get("Suspended") == "True" else _RUNNING
