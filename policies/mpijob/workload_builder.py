@@ -83,6 +83,12 @@ def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
     launcher = _group(LAUNCHER, specs.get(LAUNCHER))
     workers = _group(WORKER, specs.get(WORKER))
     runs_ranks = bool(job_spec.get("runLauncherAsWorker"))
+    # Worker pods the names count (None: only a launcher); 0 or unset names worker-0 anyway
+    if workers.present:
+        count = workers.count
+        named_workers: int | None = count if isinstance(count, int) and count > 0 else 1
+    else:
+        named_workers = None if runs_ranks else 1
     # Positional, in the order of Workload's fields (its 13 keywords cost 5,600 instructions more
     # on every request: docs/performance.md, "The policy side at main"); mypy checks each type.
     return Workload(
@@ -94,7 +100,7 @@ def mpijob_workload(job: Mapping[str, Any], namespace: str = "") -> Workload:
         workers,
         Slots(job_spec.get("slotsPerWorker"), _SLOTS),  # slots
         _RUNS_RANKS[runs_ranks],  # launcher_runs_ranks
-        MPIJobPodNames(_named_workers(workers, runs_ranks)),  # pod_names
+        MPIJobPodNames(named_workers),  # pod_names
         lifecycle,  # lifecycle: worked out from the job when quota accounting first reads it
         (meta.get("labels") or {}).get(QUEUE_LABEL),  # queue
         _QUEUE,  # queue_source
@@ -131,14 +137,6 @@ def _group(replica_type: str, replica: Any) -> PodGroup:
                 containers.append(ContainerRef(container, f"{base}.containers[{index}]"))
     return PodGroup(role, replica_type, noun, True, source, replicas, count_source, pods, template,
                     template_source, tuple(containers), pod_template)
-
-
-def _named_workers(workers: PodGroup, runs_ranks: bool) -> int | None:
-    """Worker pods the names count (None: only a launcher); 0 or unset names worker-0 anyway."""
-    if not workers.present:
-        return None if runs_ranks else 1
-    count = workers.count
-    return count if isinstance(count, int) and count > 0 else 1
 
 
 # --- status, as quota accounting needs it -----------------------------------------------------
