@@ -183,6 +183,11 @@ class _RequestDeadline:
 class BoundedClientSocket(_RequestDeadline, ssl.SSLSocket):
     """A TLS client connection whose blocking calls share one deadline per request."""
 
+    # The event loop's read, of what has arrived (the socket does not block there, and the loop
+    # keeps the deadline): straight to the ssl module's, without the three calls recv() makes
+    # through the deadline above to reach it.
+    recv_now = ssl.SSLSocket.read
+
     def do_handshake(self, block: bool = False) -> None:
         self._bounded(0.0, super().do_handshake, block)
 
@@ -198,6 +203,8 @@ class BoundedClientSocket(_RequestDeadline, ssl.SSLSocket):
 
 class BoundedPlainSocket(_RequestDeadline, socket.socket):
     """A plain TCP client connection (the health port) under the same deadline."""
+
+    recv_now = socket.socket.recv  # the event loop's read (see BoundedClientSocket.recv_now)
 
     @classmethod
     def taking_over(cls, accepted: socket.socket) -> BoundedPlainSocket:
@@ -278,7 +285,11 @@ class EventLoopWorker(gthread.ThreadWorker):
         self.idle: OrderedDict[Connection, None] = OrderedDict()  # kept alive between requests
         # gthread's handle_request looks at its length (a deque in gunicorn; only len() is used).
         self.keepalived_conns = self.idle  # type: ignore[assignment]
-        self._last_notify = 0.0
+        self.keepalive_seconds = float(self.cfg.keepalive)  # read once: a config lookup is two calls
+        self._next_notify = 0.0
+        # No deadline in the tables is earlier than this: until then a turn of the loop need not
+        # look at them (see _expire).
+        self._next_due = 0.0
         self._reported_counts = (-1, -1)
         self._cut_since_warning = 0
         self._next_warning = 0.0
@@ -299,12 +310,13 @@ class EventLoopWorker(gthread.ThreadWorker):
         assert queue_fd is not None  # opened by init_process
         self.poller.register(queue_fd, selectors.EVENT_READ, self.method_queue.run_callbacks)
         self.set_accept_enabled(True)
+        wait = 0.0
         while self.alive:
             self._notify_when_due()
-            self.wait_for_and_dispatch_events(timeout=self._wait_seconds())
+            self.wait_for_and_dispatch_events(timeout=wait)
             if not self.is_parent_alive():
                 break
-            self._expire()
+            wait = self._expire()
             self._report_counts()
 
         # Stopping: no new connections; idle and pending ones go now, requests under way (in a
@@ -314,10 +326,11 @@ class EventLoopWorker(gthread.ThreadWorker):
             for conn in list(table):
                 self._close(conn)
         graceful_deadline = time.monotonic() + self.cfg.graceful_timeout
+        wait = 0.0
         while self.nr_conns > 0 and time.monotonic() < graceful_deadline:
             self._notify_when_due()
-            self.wait_for_and_dispatch_events(timeout=min(self._wait_seconds(), 0.5))
-            self._expire()
+            self.wait_for_and_dispatch_events(timeout=min(wait, 0.5))
+            wait = self._expire()
             for conn in list(self.idle):  # answered with Connection: close, but be sure
                 self._close(conn)
         for table in (self.pending, self.reading, self.idle):
@@ -333,18 +346,9 @@ class EventLoopWorker(gthread.ThreadWorker):
     def _notify_when_due(self) -> None:
         """Tell the arbiter we are alive: at most twice a second, not on every turn of a busy loop."""
         now = time.monotonic()
-        if now - self._last_notify >= 0.5:
-            self._last_notify = now
+        if now >= self._next_notify:
+            self._next_notify = now + 0.5
             self.notify()
-
-    def _wait_seconds(self) -> float:
-        """Until the next deadline (at most a second, for the arbiter's heartbeat)."""
-        wait = 1.0
-        now = time.monotonic()
-        for table in (self.pending, self.reading, self.idle):
-            if table:
-                wait = min(wait, next(iter(table)).deadline - now)
-        return max(wait, 0.0)
 
     # --- new connections ----------------------------------------------------------------------
     def accept(self, listener: Any) -> None:
@@ -441,27 +445,25 @@ class EventLoopWorker(gthread.ThreadWorker):
     def _read_head(self, conn: Connection) -> None:
         """Read what has arrived; hand the connection to a thread once the head is complete.
         Raises SSLWantReadError or BlockingIOError when it has to wait for more."""
-        while not self._head_complete(conn):
-            if len(conn.head) > MAX_HEAD_BYTES:
+        head = conn.head  # grows in place
+        while True:
+            scanned = conn.scanned
+            if len(head) > scanned:  # not yet searched for its end from there
+                start = scanned - 3 if scanned > 3 else 0
+                # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then
+                # answers such a head with a 400 rather than the client waiting for its deadline.
+                if head.find(b"\r\n\r\n", start) >= 0 or head.find(b"\n\n", start) >= 0:
+                    break
+                conn.scanned = len(head)
+            if len(head) > MAX_HEAD_BYTES:
                 self._refuse_head(conn)
                 return
-            data = conn.sock.recv(65536)
+            data = conn.sock.recv_now(65536)  # type: ignore[attr-defined]
             if not data:  # the client closed
                 self._close(conn)
                 return
-            conn.head += data
+            head += data
         self._dispatch(conn)
-
-    @staticmethod
-    def _head_complete(conn: Connection) -> bool:
-        head = conn.head
-        start = max(conn.scanned - 3, 0)
-        # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then answers
-        # such a head with a 400 rather than the client waiting for its deadline.
-        if head.find(b"\r\n\r\n", start) >= 0 or head.find(b"\n\n", start) >= 0:
-            return True
-        conn.scanned = len(head)
-        return False
 
     def _dispatch(self, conn: Connection) -> None:
         if conn in self.pending:
@@ -474,7 +476,7 @@ class EventLoopWorker(gthread.ThreadWorker):
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
         large = _large_body(conn.head)
         conn.dispatched = time.monotonic()
-        conn.parser.unreader.unread(bytes(conn.head))
+        conn.parser.unreader.unread(conn.head)  # copied there: conn.head is a new one below
         conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
         if large:
             served = self.large_pool.submit(self.handle, conn)
@@ -544,21 +546,30 @@ class EventLoopWorker(gthread.ThreadWorker):
         except OSError:
             self._close(conn)
             return
-        leftover = conn.parser.unreader.take_buffered()  # the client pipelined its next request
-        if leftover:
-            conn.head += leftover
+        unreader = conn.parser.unreader
+        if unreader.buf.getvalue():  # the client pipelined its next request (as gthread looks)
+            conn.head += unreader.take_buffered()
             conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
             self.reading[conn] = None
             self._wait_for(conn, selectors.EVENT_READ)
             self._on_ready(conn)
             return
-        conn.phase, conn.deadline = IDLE, time.monotonic() + self.cfg.keepalive
+        conn.phase, conn.deadline = IDLE, time.monotonic() + self.keepalive_seconds
         self.idle[conn] = None
         self._wait_for(conn, selectors.EVENT_READ)
 
     # --- closing --------------------------------------------------------------------------------
-    def _expire(self) -> None:
+    def _expire(self) -> float:
+        """Close the connections whose deadline has passed; return the seconds until the next
+        deadline (at most a second, for the arbiter's heartbeat).
+
+        The tables are looked at only once ``_next_due`` has come: the earliest deadline in them
+        when they were last looked at, and no later than the shortest lifetime a connection added
+        since can have had (every deadline is set when its connection is added, from the time
+        then), so no deadline in them is earlier."""
         now = time.monotonic()
+        if now < self._next_due:
+            return min(self._next_due - now, 1.0)
         budget = EXPIRE_BATCH
         for table, reason in ((self.pending, "deadline"), (self.reading, "deadline"), (self.idle, None)):
             while table and budget > 0:
@@ -570,6 +581,15 @@ class EventLoopWorker(gthread.ThreadWorker):
                     self._close(conn)
                 else:
                     self._drop(conn, reason)
+        if budget == 0:  # more may be due: the next turn goes on at once
+            self._next_due = now
+            return 0.0
+        due = now + min(self.client_seconds, self.keepalive_seconds)
+        for table in (self.pending, self.reading, self.idle):
+            if table:
+                due = min(due, next(iter(table)).deadline)
+        self._next_due = due
+        return min(max(due - now, 0.0), 1.0)
 
     def _drop(self, conn: Connection, reason: str) -> None:
         """Close a connection that was never served its request, and say so."""
