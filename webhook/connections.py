@@ -414,10 +414,10 @@ class EventLoopWorker(gthread.ThreadWorker):
             return
         try:
             if conn.phase is IDLE:
-                # The first bytes of the next request: its deadline starts now.
+                # The first bytes of the next request: its deadline starts now (the connection
+                # joins `reading` only if it has to wait for the rest: _wait_for_more).
                 del self.idle[conn]
                 conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
-                self.reading[conn] = None
             if conn.phase is HANDSHAKE:
                 if not isinstance(conn.sock, ssl.SSLSocket):
                     self._start_tls(conn)
@@ -431,16 +431,23 @@ class EventLoopWorker(gthread.ThreadWorker):
                 conn.phase = HEAD
             self._read_head(conn)
         except ssl.SSLWantReadError:
-            self._wait_for(conn, selectors.EVENT_READ)
+            self._wait_for_more(conn, selectors.EVENT_READ)
         except ssl.SSLWantWriteError:
-            self._wait_for(conn, selectors.EVENT_WRITE)
+            self._wait_for_more(conn, selectors.EVENT_WRITE)
         except BlockingIOError:
-            self._wait_for(conn, selectors.EVENT_READ)
+            self._wait_for_more(conn, selectors.EVENT_READ)
         except (OSError, ssl.SSLError):  # reset, or a TLS error after the handshake: the client's
             self._close(conn)
         except Exception:  # noqa: BLE001 - one bad connection must not stop the worker
             log.exception("error on the connection from %s", conn.peer())
             self._close(conn)
+
+    def _wait_for_more(self, conn: Connection, events: int) -> None:
+        """Wait for the rest of a handshake or head; an established connection's deadline is
+        kept in `reading` from now (a pending one is in `pending` from its accept)."""
+        if conn.established and conn not in self.reading:
+            self.reading[conn] = None
+        self._wait_for(conn, events)
 
     def _read_head(self, conn: Connection) -> None:
         """Read what has arrived; hand the connection to a thread once the head is complete.
@@ -550,8 +557,6 @@ class EventLoopWorker(gthread.ThreadWorker):
         if unreader.buf.getvalue():  # the client pipelined its next request (as gthread looks)
             conn.head += unreader.take_buffered()
             conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
-            self.reading[conn] = None
-            self._wait_for(conn, selectors.EVENT_READ)
             self._on_ready(conn)
             return
         conn.phase, conn.deadline = IDLE, time.monotonic() + self.keepalive_seconds
