@@ -83,12 +83,20 @@ WARNING_INTERVAL = 10.0
 # still answered promptly. The API server's reviews are a few KiB; one of a thousand-worker job
 # with long environments is well under this.
 LARGE_BODY_BYTES = 1024 * 1024
-# Searched for in the head's fields lower-cased (bytes.lower folds ASCII letters only, as a
-# case-blind bytes pattern does): a pattern that starts with a literal is found by a scan at C
-# speed, where a case-blind one that starts with an optional byte is tried at every offset
-# (docs/performance.md, "A served request, counted").
-_CONTENT_LENGTH = re.compile(rb"\ncontent-length[ \t]*:[ \t]*(\d+)")
-_CHUNKED = re.compile(rb"\ntransfer-encoding[ \t]*:[^\r\n]*chunked")
+
+
+def _any_case(word: bytes) -> bytes:
+    """A pattern matching ``word`` (lower-case ASCII) in any case: each letter a class of its two
+    cases, as ``bytes.lower`` folds ASCII letters only."""
+    return b"".join(b"[%c%c]" % (c, c - 32) if 97 <= c <= 122 else re.escape(bytes((c,))) for c in word)
+
+
+# Searched for in the head's fields as they are: a pattern that starts with a literal is found by
+# a scan at C speed, where a case-blind one that starts with an optional byte is tried at every
+# offset, and letter classes spare lower-casing a copy of the fields first (docs/performance.md,
+# "A served request, counted", and "The event loop, cut").
+_CONTENT_LENGTH = re.compile(rb"\n" + _any_case(b"content-length") + rb"[ \t]*:[ \t]*(\d+)")
+_CHUNKED = re.compile(rb"\n" + _any_case(b"transfer-encoding") + rb"[ \t]*:[^\r\n]*" + _any_case(b"chunked"))
 
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s")
@@ -459,7 +467,8 @@ class EventLoopWorker(gthread.ThreadWorker):
                 start = scanned - 3 if scanned > 3 else 0
                 # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then
                 # answers such a head with a 400 rather than the client waiting for its deadline.
-                if head.find(b"\r\n\r\n", start) >= 0 or head.find(b"\n\n", start) >= 0:
+                end = head.find(b"\r\n\r\n", start)
+                if end >= 0 or head.find(b"\n\n", start) >= 0:
                     break
                 conn.scanned = len(head)
             if len(head) > MAX_HEAD_BYTES:
@@ -470,9 +479,9 @@ class EventLoopWorker(gthread.ThreadWorker):
                 self._close(conn)
                 return
             head += data
-        self._dispatch(conn)
+        self._dispatch(conn, end if end >= 0 else len(head))
 
-    def _dispatch(self, conn: Connection) -> None:
+    def _dispatch(self, conn: Connection, fields_end: int) -> None:
         if conn in self.pending:
             del self.pending[conn]
             self._establish(conn)
@@ -481,7 +490,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._stop_waiting(conn)
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-        large = _large_body(conn.head)
+        large = _large_body(conn.head, fields_end)
         conn.dispatched = time.monotonic()
         conn.parser.unreader.unread(conn.head)  # copied there: conn.head is a new one below
         conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
@@ -648,15 +657,19 @@ class EventLoopWorker(gthread.ThreadWorker):
                 log.exception("reporting the connection counts failed")
 
 
-def _large_body(head: bytes | bytearray) -> bool:
+def _large_body(head: bytes | bytearray, fields_end: int | None = None) -> bool:
     """Whether the request whose head (and maybe part of its body) is ``head`` brings a body
-    over LARGE_BODY_BYTES, or one of unknown length."""
-    end = head.find(b"\r\n\r\n")
-    fields = (head[:end] if end >= 0 else head).lower()
-    length = _CONTENT_LENGTH.search(fields)
+    over LARGE_BODY_BYTES, or one of unknown length. ``fields_end``: where its fields end (its
+    first CRLF CRLF, else its length), if the caller has found it already."""
+    if fields_end is None:
+        fields_end = head.find(b"\r\n\r\n")
+        if fields_end < 0:
+            fields_end = len(head)
+    length = _CONTENT_LENGTH.search(head, 0, fields_end)
     if length is not None:
-        return int(length.group(1)) > LARGE_BODY_BYTES
-    return _CHUNKED.search(fields) is not None
+        # Six digits are at most 999,999, under the limit: only a longer number is converted.
+        return length.end() - length.start(1) > 6 and int(length.group(1)) > LARGE_BODY_BYTES
+    return _CHUNKED.search(head, 0, fields_end) is not None
 
 
 def _handshake_failure(exc: ssl.SSLError) -> str:
