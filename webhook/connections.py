@@ -320,12 +320,13 @@ class EventLoopWorker(gthread.ThreadWorker):
         self.set_accept_enabled(True)
         wait = 0.0
         while self.alive:
-            self._notify_when_due()
             self.wait_for_and_dispatch_events(timeout=wait)
             if not self.is_parent_alive():
                 break
-            wait = self._expire()
+            now = time.monotonic()
+            wait = self._expire(now)
             self._report_counts()
+            self._notify_when_due(now)
 
         # Stopping: no new connections; idle and pending ones go now, requests under way (in a
         # thread, or whose head is arriving) get the graceful timeout.
@@ -336,9 +337,10 @@ class EventLoopWorker(gthread.ThreadWorker):
         graceful_deadline = time.monotonic() + self.cfg.graceful_timeout
         wait = 0.0
         while self.nr_conns > 0 and time.monotonic() < graceful_deadline:
-            self._notify_when_due()
             self.wait_for_and_dispatch_events(timeout=min(wait, 0.5))
-            wait = self._expire()
+            now = time.monotonic()
+            wait = self._expire(now)
+            self._notify_when_due(now)
             for conn in list(self.idle):  # answered with Connection: close, but be sure
                 self._close(conn)
         for table in (self.pending, self.reading, self.idle):
@@ -351,9 +353,8 @@ class EventLoopWorker(gthread.ThreadWorker):
         for listener in self.sockets:
             listener.close()
 
-    def _notify_when_due(self) -> None:
+    def _notify_when_due(self, now: float) -> None:
         """Tell the arbiter we are alive: at most twice a second, not on every turn of a busy loop."""
-        now = time.monotonic()
         if now >= self._next_notify:
             self._next_notify = now + 0.5
             self.notify()
@@ -462,16 +463,16 @@ class EventLoopWorker(gthread.ThreadWorker):
         Raises SSLWantReadError or BlockingIOError when it has to wait for more."""
         head = conn.head  # grows in place
         while True:
-            scanned = conn.scanned
-            if len(head) > scanned:  # not yet searched for its end from there
+            size, scanned = len(head), conn.scanned
+            if size > scanned:  # not yet searched for its end from there
                 start = scanned - 3 if scanned > 3 else 0
                 # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then
                 # answers such a head with a 400 rather than the client waiting for its deadline.
                 end = head.find(b"\r\n\r\n", start)
                 if end >= 0 or head.find(b"\n\n", start) >= 0:
                     break
-                conn.scanned = len(head)
-            if len(head) > MAX_HEAD_BYTES:
+                conn.scanned = size
+            if size > MAX_HEAD_BYTES:
                 self._refuse_head(conn)
                 return
             data = conn.sock.recv_now(65536)  # type: ignore[attr-defined]
@@ -479,7 +480,7 @@ class EventLoopWorker(gthread.ThreadWorker):
                 self._close(conn)
                 return
             head += data
-        self._dispatch(conn, end if end >= 0 else len(head))
+        self._dispatch(conn, end if end >= 0 else size)
 
     def _dispatch(self, conn: Connection, fields_end: int) -> None:
         if conn in self.pending:
@@ -573,15 +574,14 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._wait_for(conn, selectors.EVENT_READ)
 
     # --- closing --------------------------------------------------------------------------------
-    def _expire(self) -> float:
+    def _expire(self, now: float) -> float:
         """Close the connections whose deadline has passed; return the seconds until the next
         deadline (at most a second, for the arbiter's heartbeat).
 
         The tables are looked at only once ``_next_due`` has come: the earliest deadline in them
-        when they were last looked at, and no later than the shortest lifetime a connection added
-        since can have had (every deadline is set when its connection is added, from the time
-        then), so no deadline in them is earlier."""
-        now = time.monotonic()
+        when they were last looked at or, if sooner, that time plus the shortest lifetime a
+        connection is given (client_seconds or keepalive). A deadline is set when its connection
+        is added to a table, from the time then: none added since is earlier."""
         if now < self._next_due:
             return min(self._next_due - now, 1.0)
         budget = EXPIRE_BATCH
