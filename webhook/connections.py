@@ -242,7 +242,7 @@ class Connection:
     """One client connection as the worker's loop sees it."""
 
     __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "dispatched", "parser",
-                 "events", "established", "closed")
+                 "events", "on_ready", "established", "closed")
 
     def __init__(self, sock: socket.socket, client: Any, server: Any, deadline: float, tls: bool) -> None:
         self.sock = sock
@@ -255,6 +255,9 @@ class Connection:
         self.dispatched = 0.0  # when the head was complete and the request queued for a thread
         self.parser: Any = None
         self.events = 0  # what the poller waits for (0: not registered)
+        # What the poller calls when it is ready: made once, not at every wait (the worker sets it;
+        # it refers back to the connection, a cycle that closing the connection breaks).
+        self.on_ready: Callable[[Any], None] | None = None
         self.established = False  # counted in nr_conns
         self.closed = False
 
@@ -390,6 +393,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         if len(self.pending) >= self.max_pending:
             self._drop(next(iter(self.pending)), "evicted")
         conn = Connection(sock, address, server, time.monotonic() + self.client_seconds, tls)
+        conn.on_ready = partial(self._on_ready, conn)
         self.pending[conn] = None
         self._wait_for(conn, selectors.EVENT_READ)
 
@@ -402,12 +406,12 @@ class EventLoopWorker(gthread.ThreadWorker):
 
     # --- the loop's side of a connection ----------------------------------------------------------
     def _wait_for(self, conn: Connection, events: int) -> None:
-        if conn.events == events:
+        if conn.events == events or conn.closed:
             return
         if conn.events:
-            self.poller.modify(conn.sock, events, partial(self._on_ready, conn))
+            self.poller.modify(conn.sock, events, conn.on_ready)
         else:
-            self.poller.register(conn.sock, events, partial(self._on_ready, conn))
+            self.poller.register(conn.sock, events, conn.on_ready)
         conn.events = events
 
     def _stop_waiting(self, conn: Connection) -> None:
@@ -483,7 +487,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._dispatch(conn, end if end >= 0 else size)
 
     def _dispatch(self, conn: Connection, fields_end: int) -> None:
-        if conn in self.pending:
+        if not conn.established:  # its first request: it was pending
             del self.pending[conn]
             self._establish(conn)
         else:
@@ -636,6 +640,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         for table in (self.pending, self.reading, self.idle):
             table.pop(conn, None)
         self._stop_waiting(conn)
+        conn.on_ready = None
         if conn.established:
             conn.established = False
             self.nr_conns -= 1
