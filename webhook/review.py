@@ -130,7 +130,7 @@ def read_json(body: bytes | bytearray, *, orjson_fits: bool = False) -> Any:
     """The JSON document in ``body``, or a BadReview saying why there is none: exactly what
     ``read_json_with_json`` answers, at half its cost for an ordinary review when
     ``orjson_fits``: the room taken for the body holds what orjson's decode costs (a body
-    charged its worst case, ``webhook.body_budget.worst_cost``; orjson's decode takes up to 11
+    charged its worst case, ``webhook.body_budget.worst_cost``; orjson's decode takes 10 to 13
     bytes a body byte more than json's, more than ``decoding_cost`` estimates for some shapes).
 
     orjson refuses every body json refuses with our checks (an invalid or non-UTF-8 body, a BOM,

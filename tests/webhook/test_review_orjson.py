@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testing.app_client import webhook
 from testing.builders import admission_review, mpijob
 from testing.reference_data import CAPTURED, upstream_v2beta1_jobs
 from webhook import review
@@ -256,6 +257,20 @@ def test_the_nesting_limit_holds_for_what_orjson_accepts(depth: int, too_deep: b
     else:
         assert fast(bytearray(body))
     assert_same(body)
+
+
+def test_the_routes_decode_a_review_charged_whole_with_orjson_and_a_bigger_one_with_json():
+    small = admission_review(mpijob())
+    big = admission_review(mpijob())
+    big["request"]["object"]["metadata"]["annotations"] = {"note": "x" * 70_000}  # over 66,054 bytes
+    by_json = mock.patch.object(review, "read_json_with_json", side_effect=AssertionError("json was asked"))
+    by_orjson = mock.patch.object(orjson, "loads", side_effect=AssertionError("orjson was asked"))
+    with by_json:
+        status, answer = webhook().post("/validate", small)
+    assert (status, answer["response"]["uid"]) == (200, small["request"]["uid"])
+    with by_orjson:
+        status, answer = webhook().post("/validate", big)
+    assert (status, answer["response"]["uid"]) == (200, big["request"]["uid"])
 
 
 def test_without_a_whole_charge_the_body_is_read_by_json():
