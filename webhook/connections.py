@@ -83,12 +83,20 @@ WARNING_INTERVAL = 10.0
 # still answered promptly. The API server's reviews are a few KiB; one of a thousand-worker job
 # with long environments is well under this.
 LARGE_BODY_BYTES = 1024 * 1024
-# Searched for in the head's fields lower-cased (bytes.lower folds ASCII letters only, as a
-# case-blind bytes pattern does): a pattern that starts with a literal is found by a scan at C
-# speed, where a case-blind one that starts with an optional byte is tried at every offset
-# (docs/performance.md, "A served request, counted").
-_CONTENT_LENGTH = re.compile(rb"\ncontent-length[ \t]*:[ \t]*(\d+)")
-_CHUNKED = re.compile(rb"\ntransfer-encoding[ \t]*:[^\r\n]*chunked")
+
+
+def _any_case(word: bytes) -> bytes:
+    """A pattern matching ``word`` (lower-case ASCII) in any case: each letter a class of its two
+    cases, as ``bytes.lower`` folds ASCII letters only."""
+    return b"".join(b"[%c%c]" % (c, c - 32) if 97 <= c <= 122 else re.escape(bytes((c,))) for c in word)
+
+
+# Searched for in the head's fields as they are: a pattern that starts with a literal is found by
+# a scan at C speed, where a case-blind one that starts with an optional byte is tried at every
+# offset, and letter classes spare lower-casing a copy of the fields first (docs/performance.md,
+# "A served request, counted", and "The event loop, cut").
+_CONTENT_LENGTH = re.compile(rb"\n" + _any_case(b"content-length") + rb"[ \t]*:[ \t]*(\d+)")
+_CHUNKED = re.compile(rb"\n" + _any_case(b"transfer-encoding") + rb"[ \t]*:[^\r\n]*" + _any_case(b"chunked"))
 
 _HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
                    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s")
@@ -183,6 +191,11 @@ class _RequestDeadline:
 class BoundedClientSocket(_RequestDeadline, ssl.SSLSocket):
     """A TLS client connection whose blocking calls share one deadline per request."""
 
+    # The event loop's read, of what has arrived (the socket does not block there, and the loop
+    # keeps the deadline): straight to the ssl module's, without the three calls recv() makes
+    # through the deadline above to reach it.
+    recv_now = ssl.SSLSocket.read
+
     def do_handshake(self, block: bool = False) -> None:
         self._bounded(0.0, super().do_handshake, block)
 
@@ -198,6 +211,8 @@ class BoundedClientSocket(_RequestDeadline, ssl.SSLSocket):
 
 class BoundedPlainSocket(_RequestDeadline, socket.socket):
     """A plain TCP client connection (the health port) under the same deadline."""
+
+    recv_now = socket.socket.recv  # the event loop's read (see BoundedClientSocket.recv_now)
 
     @classmethod
     def taking_over(cls, accepted: socket.socket) -> BoundedPlainSocket:
@@ -227,7 +242,7 @@ class Connection:
     """One client connection as the worker's loop sees it."""
 
     __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "dispatched", "parser",
-                 "events", "established", "closed")
+                 "events", "on_ready", "established", "closed")
 
     def __init__(self, sock: socket.socket, client: Any, server: Any, deadline: float, tls: bool) -> None:
         self.sock = sock
@@ -240,6 +255,9 @@ class Connection:
         self.dispatched = 0.0  # when the head was complete and the request queued for a thread
         self.parser: Any = None
         self.events = 0  # what the poller waits for (0: not registered)
+        # What the poller calls when it is ready: made once, not at every wait (the worker sets it;
+        # it refers back to the connection, a cycle that closing the connection breaks).
+        self.on_ready: Callable[[Any], None] | None = None
         self.established = False  # counted in nr_conns
         self.closed = False
 
@@ -278,7 +296,11 @@ class EventLoopWorker(gthread.ThreadWorker):
         self.idle: OrderedDict[Connection, None] = OrderedDict()  # kept alive between requests
         # gthread's handle_request looks at its length (a deque in gunicorn; only len() is used).
         self.keepalived_conns = self.idle  # type: ignore[assignment]
-        self._last_notify = 0.0
+        self.keepalive_seconds = float(self.cfg.keepalive)  # read once: a config lookup is two calls
+        self._next_notify = 0.0
+        # No deadline in the tables is earlier than this: until then a turn of the loop need not
+        # look at them (see _expire).
+        self._next_due = 0.0
         self._reported_counts = (-1, -1)
         self._cut_since_warning = 0
         self._next_warning = 0.0
@@ -299,13 +321,15 @@ class EventLoopWorker(gthread.ThreadWorker):
         assert queue_fd is not None  # opened by init_process
         self.poller.register(queue_fd, selectors.EVENT_READ, self.method_queue.run_callbacks)
         self.set_accept_enabled(True)
+        wait = 0.0
         while self.alive:
-            self._notify_when_due()
-            self.wait_for_and_dispatch_events(timeout=self._wait_seconds())
+            self.wait_for_and_dispatch_events(timeout=wait)
             if not self.is_parent_alive():
                 break
-            self._expire()
+            now = time.monotonic()
+            wait = self._expire(now)
             self._report_counts()
+            self._notify_when_due(now)
 
         # Stopping: no new connections; idle and pending ones go now, requests under way (in a
         # thread, or whose head is arriving) get the graceful timeout.
@@ -314,10 +338,12 @@ class EventLoopWorker(gthread.ThreadWorker):
             for conn in list(table):
                 self._close(conn)
         graceful_deadline = time.monotonic() + self.cfg.graceful_timeout
+        wait = 0.0
         while self.nr_conns > 0 and time.monotonic() < graceful_deadline:
-            self._notify_when_due()
-            self.wait_for_and_dispatch_events(timeout=min(self._wait_seconds(), 0.5))
-            self._expire()
+            self.wait_for_and_dispatch_events(timeout=min(wait, 0.5))
+            now = time.monotonic()
+            wait = self._expire(now)
+            self._notify_when_due(now)
             for conn in list(self.idle):  # answered with Connection: close, but be sure
                 self._close(conn)
         for table in (self.pending, self.reading, self.idle):
@@ -330,21 +356,11 @@ class EventLoopWorker(gthread.ThreadWorker):
         for listener in self.sockets:
             listener.close()
 
-    def _notify_when_due(self) -> None:
+    def _notify_when_due(self, now: float) -> None:
         """Tell the arbiter we are alive: at most twice a second, not on every turn of a busy loop."""
-        now = time.monotonic()
-        if now - self._last_notify >= 0.5:
-            self._last_notify = now
+        if now >= self._next_notify:
+            self._next_notify = now + 0.5
             self.notify()
-
-    def _wait_seconds(self) -> float:
-        """Until the next deadline (at most a second, for the arbiter's heartbeat)."""
-        wait = 1.0
-        now = time.monotonic()
-        for table in (self.pending, self.reading, self.idle):
-            if table:
-                wait = min(wait, next(iter(table)).deadline - now)
-        return max(wait, 0.0)
 
     # --- new connections ----------------------------------------------------------------------
     def accept(self, listener: Any) -> None:
@@ -377,6 +393,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         if len(self.pending) >= self.max_pending:
             self._drop(next(iter(self.pending)), "evicted")
         conn = Connection(sock, address, server, time.monotonic() + self.client_seconds, tls)
+        conn.on_ready = partial(self._on_ready, conn)
         self.pending[conn] = None
         self._wait_for(conn, selectors.EVENT_READ)
 
@@ -389,12 +406,12 @@ class EventLoopWorker(gthread.ThreadWorker):
 
     # --- the loop's side of a connection ----------------------------------------------------------
     def _wait_for(self, conn: Connection, events: int) -> None:
-        if conn.events == events:
+        if conn.events == events or conn.closed:
             return
         if conn.events:
-            self.poller.modify(conn.sock, events, partial(self._on_ready, conn))
+            self.poller.modify(conn.sock, events, conn.on_ready)
         else:
-            self.poller.register(conn.sock, events, partial(self._on_ready, conn))
+            self.poller.register(conn.sock, events, conn.on_ready)
         conn.events = events
 
     def _stop_waiting(self, conn: Connection) -> None:
@@ -410,10 +427,10 @@ class EventLoopWorker(gthread.ThreadWorker):
             return
         try:
             if conn.phase is IDLE:
-                # The first bytes of the next request: its deadline starts now.
+                # The first bytes of the next request: its deadline starts now (the connection
+                # joins `reading` only if it has to wait for the rest: _wait_for_more).
                 del self.idle[conn]
                 conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
-                self.reading[conn] = None
             if conn.phase is HANDSHAKE:
                 if not isinstance(conn.sock, ssl.SSLSocket):
                     self._start_tls(conn)
@@ -427,44 +444,50 @@ class EventLoopWorker(gthread.ThreadWorker):
                 conn.phase = HEAD
             self._read_head(conn)
         except ssl.SSLWantReadError:
-            self._wait_for(conn, selectors.EVENT_READ)
+            self._wait_for_more(conn, selectors.EVENT_READ)
         except ssl.SSLWantWriteError:
-            self._wait_for(conn, selectors.EVENT_WRITE)
+            self._wait_for_more(conn, selectors.EVENT_WRITE)
         except BlockingIOError:
-            self._wait_for(conn, selectors.EVENT_READ)
+            self._wait_for_more(conn, selectors.EVENT_READ)
         except (OSError, ssl.SSLError):  # reset, or a TLS error after the handshake: the client's
             self._close(conn)
         except Exception:  # noqa: BLE001 - one bad connection must not stop the worker
             log.exception("error on the connection from %s", conn.peer())
             self._close(conn)
 
+    def _wait_for_more(self, conn: Connection, events: int) -> None:
+        """Wait for the rest of a handshake or head; an established connection's deadline is
+        kept in `reading` from now (a pending one is in `pending` from its accept)."""
+        if conn.established and conn not in self.reading:
+            self.reading[conn] = None
+        self._wait_for(conn, events)
+
     def _read_head(self, conn: Connection) -> None:
         """Read what has arrived; hand the connection to a thread once the head is complete.
         Raises SSLWantReadError or BlockingIOError when it has to wait for more."""
-        while not self._head_complete(conn):
-            if len(conn.head) > MAX_HEAD_BYTES:
+        head = conn.head  # grows in place
+        while True:
+            size, scanned = len(head), conn.scanned
+            if size > scanned:  # not yet searched for its end from there
+                start = scanned - 3 if scanned > 3 else 0
+                # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then
+                # answers such a head with a 400 rather than the client waiting for its deadline.
+                end = head.find(b"\r\n\r\n", start)
+                if end >= 0 or head.find(b"\n\n", start) >= 0:
+                    break
+                conn.scanned = size
+            if size > MAX_HEAD_BYTES:
                 self._refuse_head(conn)
                 return
-            data = conn.sock.recv(65536)
+            data = conn.sock.recv_now(65536)  # type: ignore[attr-defined]
             if not data:  # the client closed
                 self._close(conn)
                 return
-            conn.head += data
-        self._dispatch(conn)
+            head += data
+        self._dispatch(conn, end if end >= 0 else size)
 
-    @staticmethod
-    def _head_complete(conn: Connection) -> bool:
-        head = conn.head
-        start = max(conn.scanned - 3, 0)
-        # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then answers
-        # such a head with a 400 rather than the client waiting for its deadline.
-        if head.find(b"\r\n\r\n", start) >= 0 or head.find(b"\n\n", start) >= 0:
-            return True
-        conn.scanned = len(head)
-        return False
-
-    def _dispatch(self, conn: Connection) -> None:
-        if conn in self.pending:
+    def _dispatch(self, conn: Connection, fields_end: int) -> None:
+        if not conn.established:  # its first request: it was pending
             del self.pending[conn]
             self._establish(conn)
         else:
@@ -472,9 +495,9 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._stop_waiting(conn)
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-        large = _large_body(conn.head)
+        large = _large_body(conn.head, fields_end)
         conn.dispatched = time.monotonic()
-        conn.parser.unreader.unread(bytes(conn.head))
+        conn.parser.unreader.unread(conn.head)  # copied there: conn.head is a new one below
         conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
         if large:
             served = self.large_pool.submit(self.handle, conn)
@@ -544,21 +567,27 @@ class EventLoopWorker(gthread.ThreadWorker):
         except OSError:
             self._close(conn)
             return
-        leftover = conn.parser.unreader.take_buffered()  # the client pipelined its next request
-        if leftover:
-            conn.head += leftover
+        unreader = conn.parser.unreader
+        if unreader.buf.getvalue():  # the client pipelined its next request (as gthread looks)
+            conn.head += unreader.take_buffered()
             conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
-            self.reading[conn] = None
-            self._wait_for(conn, selectors.EVENT_READ)
             self._on_ready(conn)
             return
-        conn.phase, conn.deadline = IDLE, time.monotonic() + self.cfg.keepalive
+        conn.phase, conn.deadline = IDLE, time.monotonic() + self.keepalive_seconds
         self.idle[conn] = None
         self._wait_for(conn, selectors.EVENT_READ)
 
     # --- closing --------------------------------------------------------------------------------
-    def _expire(self) -> None:
-        now = time.monotonic()
+    def _expire(self, now: float) -> float:
+        """Close the connections whose deadline has passed; return the seconds until the next
+        deadline (at most a second, for the arbiter's heartbeat).
+
+        The tables are looked at only once ``_next_due`` has come: the earliest deadline in them
+        when they were last looked at or, if sooner, that time plus the shortest lifetime a
+        connection is given (client_seconds or keepalive). A deadline is set when its connection
+        is added to a table, from the time then: none added since is earlier."""
+        if now < self._next_due:
+            return min(self._next_due - now, 1.0)
         budget = EXPIRE_BATCH
         for table, reason in ((self.pending, "deadline"), (self.reading, "deadline"), (self.idle, None)):
             while table and budget > 0:
@@ -570,6 +599,15 @@ class EventLoopWorker(gthread.ThreadWorker):
                     self._close(conn)
                 else:
                     self._drop(conn, reason)
+        if budget == 0:  # more may be due: the next turn goes on at once
+            self._next_due = now
+            return 0.0
+        due = now + min(self.client_seconds, self.keepalive_seconds)
+        for table in (self.pending, self.reading, self.idle):
+            if table:
+                due = min(due, next(iter(table)).deadline)
+        self._next_due = due
+        return min(max(due - now, 0.0), 1.0)
 
     def _drop(self, conn: Connection, reason: str) -> None:
         """Close a connection that was never served its request, and say so."""
@@ -602,6 +640,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         for table in (self.pending, self.reading, self.idle):
             table.pop(conn, None)
         self._stop_waiting(conn)
+        conn.on_ready = None
         if conn.established:
             conn.established = False
             self.nr_conns -= 1
@@ -623,15 +662,19 @@ class EventLoopWorker(gthread.ThreadWorker):
                 log.exception("reporting the connection counts failed")
 
 
-def _large_body(head: bytes | bytearray) -> bool:
+def _large_body(head: bytes | bytearray, fields_end: int | None = None) -> bool:
     """Whether the request whose head (and maybe part of its body) is ``head`` brings a body
-    over LARGE_BODY_BYTES, or one of unknown length."""
-    end = head.find(b"\r\n\r\n")
-    fields = (head[:end] if end >= 0 else head).lower()
-    length = _CONTENT_LENGTH.search(fields)
+    over LARGE_BODY_BYTES, or one of unknown length. ``fields_end``: where its fields end (its
+    first CRLF CRLF, else its length), if the caller has found it already."""
+    if fields_end is None:
+        fields_end = head.find(b"\r\n\r\n")
+        if fields_end < 0:
+            fields_end = len(head)
+    length = _CONTENT_LENGTH.search(head, 0, fields_end)
     if length is not None:
-        return int(length.group(1)) > LARGE_BODY_BYTES
-    return _CHUNKED.search(fields) is not None
+        # Six digits are at most 999,999, under the limit: only a longer number is converted.
+        return length.end() - length.start(1) > 6 and int(length.group(1)) > LARGE_BODY_BYTES
+    return _CHUNKED.search(head, 0, fields_end) is not None
 
 
 def _handshake_failure(exc: ssl.SSLError) -> str:

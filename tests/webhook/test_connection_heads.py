@@ -55,3 +55,13 @@ def test_the_usual_heads():
     assert _large_body(small.replace(b"2967", str(LARGE_BODY_BYTES + 1).encode())) is True
     assert _large_body(b"POST /validate HTTP/1.1\r\nTRANSFER-ENCODING: Chunked\r\n\r\n") is True
     assert _large_body(b"POST /validate HTTP/1.1\r\nHost: x\r\n\r\n") is False
+
+
+@given(st.lists(field, max_size=5), st.sampled_from([b"\r\n", b"\n"]),
+       st.sampled_from([b"", b'{"content-length: 99999999": 1}', b"\r\ncontent-length: 99999999"]))
+def test_large_body_is_decided_the_same_with_the_end_of_the_fields_given(fields: list[bytes], newline: bytes,
+                                                                         after: bytes):
+    # The event loop passes the end it found the head by: its first CRLF CRLF, else the whole of what was read.
+    head = b"POST /validate HTTP/1.1" + b"".join(newline + f for f in fields) + newline + newline + after
+    end = head.find(b"\r\n\r\n")
+    assert _large_body(head, end if end >= 0 else len(head)) is reference(head)

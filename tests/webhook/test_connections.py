@@ -7,6 +7,7 @@ that never closes after ``Connection: close`` stalls the worker's main loop for 
 from __future__ import annotations
 
 import http.client
+import re
 import select
 import socket
 import ssl
@@ -178,3 +179,41 @@ def test_a_kept_alive_connection_gets_a_fresh_deadline_for_each_request(server: 
         assert connection.sock is not None  # one connection for all three
     finally:
         connection.close()
+
+
+def test_a_kept_alive_connection_trickling_its_next_request_head_is_cut_at_the_deadline(server: TlsServer):
+    sock = connect_tls(server)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b'{"status":"ok"}'):
+            data = sock.recv(4096)
+            assert data, answer
+            answer += data
+        # Established now: the next head waits in the loop under its own deadline, from its first byte.
+        trickler = Trickler(sock, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        trickler.start()
+        trickler.join()
+        assert_cut_at_the_deadline(trickler.closed_after)
+        assert trickler.response == b""
+    finally:
+        sock.close()
+
+
+def test_pipelined_requests_are_all_answered_in_order(server: TlsServer):
+    # Sent in one write, the three heads are read by the loop at once: the second and third wait in
+    # the parser's buffer while the first is served, and are served from there.
+    request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    last = b"GET /nowhere HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    sock = connect_tls(server)
+    sock.settimeout(5)
+    try:
+        sock.sendall(request * 2 + last)
+        answers = b""
+        while data := sock.recv(4096):
+            answers += data
+    finally:
+        sock.close()
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answers)
+    assert statuses == [b"200", b"200", b"404"]
+    assert answers.count(b'{"status":"ok"}') == 2
