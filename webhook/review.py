@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson
+
 from policies.interface import UserInfo
 
 # Request too large (413): every reason and its words are here (the size limit, checked by
@@ -124,7 +126,43 @@ def read_body(stream: IO[bytes], declared_length: int | None, limit: int = MAX_B
 _READ_STEP = 64 * 1024
 
 
-def read_json(body: bytes | bytearray) -> Any:
+def read_json(body: bytes | bytearray, *, orjson_fits: bool = False) -> Any:
+    """The JSON document in ``body``, or a BadReview saying why there is none: exactly what
+    ``read_json_with_json`` answers, at half its cost for an ordinary review when
+    ``orjson_fits``: the room taken for the body holds what orjson's decode costs (a body
+    charged its worst case, ``webhook.body_budget.worst_cost``; orjson's decode takes 10 to 13
+    bytes a body byte more than json's, more than ``decoding_cost`` estimates for some shapes).
+
+    orjson refuses every body json refuses with our checks (an invalid or non-UTF-8 body, a BOM,
+    NaN or Infinity, a lone surrogate escaped or raw) and some it accepts: those are answered by
+    ``read_json_with_json``, so every refusal is worded as before. Where both accept, they give
+    equal values of the same types, except for an integer outside [-2**63, 2**64), which orjson
+    reads as a float: a body with a run of 19 digits anywhere goes to json as well. orjson nests
+    up to 1,024 levels, so the nesting limit is still checked here. A bytearray is emptied once
+    decoded."""
+    if orjson_fits and _LONG_DIGIT_RUN not in body.translate(_DIGITS_AS_ZEROS):
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            too_deep = _nested_deeper_than(body, MAX_NESTING, "utf-8")
+            if isinstance(body, bytearray):
+                body.clear()
+            if too_deep:
+                raise BadReview(400, _TOO_DEEP)
+            return doc
+    return read_json_with_json(body)
+
+
+# An integer outside [-2**63, 2**64), which orjson would read as a float, has at least 19
+# digits: a body with 19 digits in a row (in a string or not) is read by json. A translation
+# and a substring search: about 5 µs for a 3 KB review (a regular expression [0-9]{19}: 55 µs).
+_DIGITS_AS_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def read_json_with_json(body: bytes | bytearray) -> Any:
     """The JSON document in ``body``, or a BadReview saying why there is none. A bytearray is
     emptied as soon as it is decoded: the body's bytes are not held while the document is built
     from its text, and the text is let go once the document is built. (For a body near the 7 MiB

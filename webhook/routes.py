@@ -85,8 +85,9 @@ def _read_body(budget: BodyBudget) -> Any:
             raise too_costly_to_decode(body, cost, budget.capacity)
         room.resize(cost, deadline)
     # For unexpected_error(): answer for this uid if anything fails. In the WSGI environ, a
-    # plain dict, rather than on flask.g, reached through a context-local proxy.
-    review = environ[_REVIEW_KEY] = read_json(body)
+    # plain dict, rather than on flask.g, reached through a context-local proxy. A whole charge
+    # holds what orjson's decode costs; ``decoding_cost`` is an estimate of json's.
+    review = environ[_REVIEW_KEY] = read_json(body, orjson_fits=whole is not None)
     return review
 
 
