@@ -8,6 +8,9 @@
         instructions   instructions and cache misses per request under valgrind (``bench.instructions``)
     python3 -m bench soak [--quick] [...]                   the server as deployed under hostile clients, against its targets
                                                             (see ``bench.soak``)
+    python3 -m bench e2e [--smoke] [...]                    what admission adds to an MPIJob create on a real API server:
+                                                            none, the exported policies, a bare webhook, ours
+                                                            (KUBEBUILDER_ASSETS; see ``bench.e2e``)
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ MODES = ("calls", "overhead", "parts", "instructions")
 USAGE = f"""usage: python3 -m bench run [--quick | --smoke] [--json FILE] [...]   load test against the floor, growth tables
        python3 -m bench profile [--mode {{{','.join(MODES)}}}] [...]      in-process: where a request's time goes
        python3 -m bench soak [--quick] [...]                the server under hostile clients, against its targets
+       python3 -m bench e2e [--smoke] [...]                 on a real API server (KUBEBUILDER_ASSETS): what admission adds
 (add --help to either for the options)"""
 
 
@@ -62,6 +66,10 @@ def main(argv: list[str]) -> int:
         from bench.soak import main as soak
 
         return soak(argv[1:])
+    if argv[:1] == ["e2e"]:
+        from bench.e2e import main as end_to_end
+
+        return end_to_end(argv[1:])
     print(USAGE, file=sys.stderr)
     return 2
 

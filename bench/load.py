@@ -38,6 +38,10 @@ class Job:
     # A smoke run's windows are too short to promise a request on a busy machine: each client
     # then goes on past the window until it has measured one, so every number is defined.
     at_least_one: bool = False
+    # A client certificate (cert file, key file) to present, as an admin to a real API server
+    # (``bench.e2e``), and the status a request must answer with to count (a create: 201).
+    client_cert: tuple[str, str] | None = None
+    ok_status: int = 200
 
 
 @dataclass
@@ -75,16 +79,16 @@ def _client(job: Job, index: int, context: ssl.SSLContext, measure_from: float, 
             try:
                 connection.request("POST", path, body, HEADERS)
                 response = connection.getresponse()
-                response.read()
+                answer = response.read()
                 status = response.status
             except (OSError, http.client.HTTPException) as exc:
-                status, first_error = 0, first_error or f"{type(exc).__name__}: {exc}"
+                status, answer, first_error = 0, b"", first_error or f"{type(exc).__name__}: {exc}"
                 connection.close()
                 connection = http.client.HTTPSConnection("127.0.0.1", job.port, context=context, timeout=60)
             ended = time.perf_counter()
-            if status != 200:
+            if status != job.ok_status:
                 errors += 1
-                first_error = first_error or f"HTTP {status} from {path}"
+                first_error = first_error or f"HTTP {status} from {path}: {answer[:500]!r}"
             elif started >= measure_from and (ended <= stop_at or (job.at_least_one and not latencies)):
                 latencies.append(ended - started)
     finally:
@@ -98,6 +102,8 @@ def _client(job: Job, index: int, context: ssl.SSLContext, measure_from: float, 
 def run_job(job: Job) -> Result:
     """Runs one measurement in this process."""
     context = ssl.create_default_context(cafile=job.ca_file)  # the certificate names 127.0.0.1
+    if job.client_cert:
+        context.load_cert_chain(*job.client_cert)
     offset = time.perf_counter() - time.time()
     measure_from = job.start_at + job.warmup + offset
     stop_at = measure_from + job.seconds
@@ -146,7 +152,8 @@ class Generators:
 
     def run(self, port: int, ca_file: str, requests: list[tuple[str, bytes]], connections: int,
             seconds: float, warmup: float, counter: Callable[[], float] | None = None,
-            at_least_one: bool = False, lead: float = 0.1) -> tuple[Result, float]:
+            at_least_one: bool = False, lead: float = 0.1, client_cert: tuple[str, str] | None = None,
+            ok_status: int = 200) -> tuple[Result, float]:
         """``connections`` clients spread over the processes: their merged result, and how much
         ``counter`` (e.g. the server's CPU seconds) grew over the measured window."""
         shares = [connections // self.count + (i < connections % self.count) for i in range(self.count)]
@@ -155,8 +162,8 @@ class Generators:
         for process, share in zip(self._processes, shares):
             if share:
                 assert process.stdin is not None
-                pickle.dump(Job(port, ca_file, tuple(requests), share, start_at, warmup, seconds, at_least_one),
-                            process.stdin)
+                pickle.dump(Job(port, ca_file, tuple(requests), share, start_at, warmup, seconds, at_least_one,
+                                client_cert, ok_status), process.stdin)
                 process.stdin.flush()
                 busy.append(process)
         grown = 0.0
