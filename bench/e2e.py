@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -174,7 +175,7 @@ class EndToEnd:
 
 def render(measurements: Measurements, plan: Plan, refused: dict[str, str]) -> str:
     lines = ["| concurrency | admitted by | requests | p50 ms | p99 ms | adds p50 ms | adds p99 ms "
-             "| adds p50 per round | webhook CPU ms/request |",
+             "| adds p50 per round: median (range) | webhook CPU ms/request |",
              "|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for concurrency in plan.concurrency:
@@ -184,7 +185,7 @@ def render(measurements: Measurements, plan: Plan, refused: dict[str, str]) -> s
             stats = measurements.stats(way, concurrency)
             added[way] = (stats.p50_ms - base.p50_ms, stats.p99_ms - base.p99_ms)
             rounds = measurements.per_round_added(way, concurrency, "p50_ms") if way != "none" else []
-            spread = f"{min(rounds):.2f} to {max(rounds):.2f}" if rounds else ""
+            spread = f"{statistics.median(rounds):.2f} ({min(rounds):.2f} to {max(rounds):.2f})" if rounds else ""
             cpu = f"{stats.server_cpu_ms:.2f}" if way in ("bare", "ours") else ""
             lines.append(f"| {concurrency} | {way} | {stats.requests:,} | {stats.p50_ms:.2f} | {stats.p99_ms:.2f} | "
                          + (f"{added[way][0]:.2f} | {added[way][1]:.2f} | " if way != "none" else "| | ")
@@ -209,15 +210,15 @@ def _verdict(concurrency: int, ours: tuple[float, float], bare: tuple[float, flo
 
 def describe_run(argv: Sequence[str]) -> str:
     commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"], capture_output=True, text=True)
-    return (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit.stdout.strip() or '?'}, "
-            f"`python3 -m bench e2e {' '.join(argv)}`".rstrip())
+    command = " ".join(["python3 -m bench e2e", *argv])
+    return f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit.stdout.strip() or '?'}, `{command}`"
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, Plan]:
     parser = argparse.ArgumentParser(prog="python3 -m bench e2e", allow_abbrev=False,
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=6, help="rounds of every way at every concurrency (default 6)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds of each window (default 5)")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds of every way at every concurrency (default 10)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds of each window (default 3)")
     parser.add_argument("--warmup", type=float, default=0.5, help="seconds before each window (default 0.5)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8], help="clients (default 1 8)")
     parser.add_argument("--generators", type=int, default=2, help="load generator processes (default 2)")
