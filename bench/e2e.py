@@ -24,6 +24,7 @@ The folder holds etcd, kube-apiserver and kube-controller-manager (``testing.con
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -35,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.e2e_cluster import (DRY_RUN_CREATE, WEBHOOK_CONFIGURATIONS, AdminConnection, ExportedPolicies,
-                               admin_cert, install_crd, job_body, wait_for, webhook_configuration)
+                               admin_cert, install_crd, job_body, process_cpu_seconds, wait_for,
+                               webhook_configuration)
 from bench.load import Generators, Result
 from bench.report import Stats
 from bench.run import pooled
@@ -73,11 +75,18 @@ class Plan:
 @dataclass
 class Measurements:
     windows: dict[tuple[str, int], list[Window]] = field(default_factory=dict)
+    apiserver_cpu: dict[tuple[str, int], float] = field(default_factory=dict)  # seconds, over the windows
     loads: list[float] = field(default_factory=list)  # the 1-minute load average at each window
 
-    def add(self, way: str, concurrency: int, window: Window) -> None:
+    def add(self, way: str, concurrency: int, window: Window, apiserver_cpu: float) -> None:
         self.windows.setdefault((way, concurrency), []).append(window)
+        self.apiserver_cpu[(way, concurrency)] = self.apiserver_cpu.get((way, concurrency), 0.0) + apiserver_cpu
         self.loads.append(os.getloadavg()[0])
+
+    def apiserver_cpu_ms(self, way: str, concurrency: int) -> float:
+        """The API server's CPU time per measured request (ms)."""
+        requests = sum(len(result.latencies) for result, _, _ in self.windows[(way, concurrency)])
+        return self.apiserver_cpu[(way, concurrency)] / requests * 1000 if requests else math.nan
 
     def stats(self, way: str, concurrency: int) -> Stats:
         return pooled(self.windows[(way, concurrency)])
@@ -144,8 +153,8 @@ class EndToEnd:
                 current = way
                 concurrencies = self.plan.concurrency if round_ % 2 == 0 else self.plan.concurrency[::-1]
                 for concurrency in concurrencies:
-                    window = self._window(way, body, concurrency)
-                    measurements.add(way.name, concurrency, window)
+                    window, apiserver_cpu = self._window(way, body, concurrency)
+                    measurements.add(way.name, concurrency, window, apiserver_cpu)
                     stats = Stats.of(window[0], window[1])
                     self.log(f"round {round_ + 1}/{self.plan.rounds} {way.name:8} c={concurrency:<2} "
                              f"{stats.requests:6} requests  p50 {stats.p50_ms:6.2f} ms  p99 {stats.p99_ms:6.2f} ms  "
@@ -153,14 +162,23 @@ class EndToEnd:
         current.unregister()
         return measurements
 
-    def _window(self, way: Way, body: bytes, concurrency: int) -> Window:
+    def _window(self, way: Way, body: bytes, concurrency: int) -> tuple[Window, float]:
+        """One measured window, and the API server's CPU seconds over it (read where the load
+        generator reads the webhook's: at the window's start and end)."""
+        apiserver = self.plane.processes["kube-apiserver"].pid
+        readings: list[float] = []
+
+        def cpu_seconds() -> float:
+            readings.append(process_cpu_seconds(apiserver))
+            return way.server.cpu_seconds() if way.server else 0.0
+
         result, cpu = self.generators.run(
             self.plane.apiserver_port, str(self.plane.ca_file), [(DRY_RUN_CREATE, body)], concurrency,
-            self.plan.seconds, self.plan.warmup, way.server.cpu_seconds if way.server else None,
-            self.plan.at_least_one, self.plan.lead, client_cert=admin_cert(self.plane), ok_status=201)
+            self.plan.seconds, self.plan.warmup, cpu_seconds, self.plan.at_least_one, self.plan.lead,
+            client_cert=admin_cert(self.plane), ok_status=201)
         if result.errors:
             raise RuntimeError(f"{way.name}: {result.errors} failed requests, first: {result.first_error}")
-        return result, cpu, None
+        return (result, cpu, None), readings[-1] - readings[0]
 
     def close(self) -> None:
         self.generators.close()
@@ -175,8 +193,8 @@ class EndToEnd:
 
 def render(measurements: Measurements, plan: Plan, refused: dict[str, str]) -> str:
     lines = ["| concurrency | admitted by | requests | p50 ms | p99 ms | adds p50 ms | adds p99 ms "
-             "| adds p50 per round: median (range) | webhook CPU ms/request |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| adds p50 per round: median (range) | webhook CPU ms/request | API server CPU ms/request |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for concurrency in plan.concurrency:
         base = measurements.stats("none", concurrency)
@@ -189,7 +207,7 @@ def render(measurements: Measurements, plan: Plan, refused: dict[str, str]) -> s
             cpu = f"{stats.server_cpu_ms:.2f}" if way in ("bare", "ours") else ""
             lines.append(f"| {concurrency} | {way} | {stats.requests:,} | {stats.p50_ms:.2f} | {stats.p99_ms:.2f} | "
                          + (f"{added[way][0]:.2f} | {added[way][1]:.2f} | " if way != "none" else "| | ")
-                         + f"{spread} | {cpu} |")
+                         + f"{spread} | {cpu} | {measurements.apiserver_cpu_ms(way, concurrency):.2f} |")
         verdicts.append(_verdict(concurrency, added["ours"], added["bare"]))
     loads = measurements.loads
     lines += ["", *verdicts, "",

@@ -15,6 +15,7 @@ import base64
 import copy
 import http.client
 import json
+import os
 import re
 import ssl
 import subprocess
@@ -43,6 +44,7 @@ BINDINGS = f"{ADMISSION}/validatingadmissionpolicybindings"
 BENCH_LABEL = "bench.mpijob-webhook.kubeflow.org/e2e"
 WEBHOOK_CALLS = "apiserver_admission_webhook_admission_duration_seconds_count{"
 SWITCH_TIMEOUT = 60.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 COMPILE_ERROR = re.compile(r"ERROR: <input>:\d+:\d+: ([^\n]*)")
 
 
@@ -86,6 +88,12 @@ class AdminConnection:
 
 def admin_cert(plane: ControlPlane) -> tuple[str, str]:
     return str(plane.pki / "admin.crt"), str(plane.pki / "admin.key")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU time of one process (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def job_body() -> bytes:

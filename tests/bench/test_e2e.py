@@ -20,17 +20,17 @@ def _window(*milliseconds: float) -> tuple[Result, float, int | None]:
 def test_each_way_is_measured_from_none_and_ours_against_the_bare_webhook() -> None:
     measurements = Measurements()
     for round_ in range(2):  # two rounds of windows, pooled
-        measurements.add("none", 1, _window(*[2.0] * 98, 10.0, 10.0))
-        measurements.add("policies", 1, _window(*[2.5] * 98, 11.0, 11.0))
-        measurements.add("bare", 1, _window(*[3.0 + round_] * 98, 20.0, 20.0))  # adds 1 then 2 at p50
-        measurements.add("ours", 1, _window(*[5.0] * 98, 22.0, 22.0))
+        measurements.add("none", 1, _window(*[2.0] * 98, 10.0, 10.0), 0.1)  # API server: 0.1 s for 100
+        measurements.add("policies", 1, _window(*[2.5] * 98, 11.0, 11.0), 0.3)
+        measurements.add("bare", 1, _window(*[3.0 + round_] * 98, 20.0, 20.0), 0.2)  # adds 1 then 2 at p50
+        measurements.add("ours", 1, _window(*[5.0] * 98, 22.0, 22.0), 0.2)
     table = render(measurements, Plan(rounds=2, seconds=1, warmup=0, concurrency=(1,)), {"X y": "why"})
 
-    assert "| 1 | none | 200 | 2.00 | 10.00 | | |  |  |" in table
-    assert "| 1 | policies | 200 | 2.50 | 11.00 | 0.50 | 1.00 | 0.50 (0.50 to 0.50) |  |" in table
+    assert "| 1 | none | 200 | 2.00 | 10.00 | | |  |  | 1.00 |" in table
+    assert "| 1 | policies | 200 | 2.50 | 11.00 | 0.50 | 1.00 | 0.50 (0.50 to 0.50) |  | 3.00 |" in table
     # pooled: the 100th of 200 latencies (nearest rank) is the second round's 4.0
-    assert "| 1 | bare | 200 | 4.00 | 20.00 | 2.00 | 10.00 | 1.50 (1.00 to 2.00) | 0.00 |" in table
-    assert "| 1 | ours | 200 | 5.00 | 22.00 | 3.00 | 12.00 | 3.00 (3.00 to 3.00) | 0.00 |" in table
+    assert "| 1 | bare | 200 | 4.00 | 20.00 | 2.00 | 10.00 | 1.50 (1.00 to 2.00) | 0.00 | 2.00 |" in table
+    assert "| 1 | ours | 200 | 5.00 | 22.00 | 3.00 | 12.00 | 3.00 (3.00 to 3.00) | 0.00 | 2.00 |" in table
     assert "c=1: ours adds 1.50x (p50) and 1.20x (p99) what the bare webhook adds; target at most 1.25x: NOT met" in table
     assert "- X y: why" in table
 
