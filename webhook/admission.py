@@ -54,6 +54,9 @@ HubConverter = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 class Admission:
     policy: Callable[[], Policy]
     cluster: ClusterView
+    # What TrainJobs are checked against (None: ``cluster``): the same caches, where the Trainer's
+    # runtimes also decide whether cluster state is available (watch_caches.ClusterCaches.for_job_kind).
+    trainjob_cluster: ClusterView | None = None
     observers: list[Observer] = field(default_factory=list)
     to_hub: HubConverter = hub_converter()  # the conversion webhook's own converter
     rules: Sequence[Rule] | None = None  # None: every rule of policies.registry
@@ -216,11 +219,12 @@ class Admission:
     def _review(self, req: AdmissionRequest, obj: Mapping[str, Any], settings: Settings,
                 old: Mapping[str, Any] | None, inputs_key: bytes | str | None) -> TrainJobReview:
         pinned = settings.params(TRAINING_RUNTIME_RULE).api_shape
-        return review_trainjob(obj, req.namespace, self.cluster, pinned_shape=pinned, old_trainjob=old,
+        return review_trainjob(obj, req.namespace, self._trainjob_view, pinned_shape=pinned, old_trainjob=old,
                                inputs_key=inputs_key)
 
     def _runtime_unknown(self, review: TrainJobReview) -> Finding:
-        reason = "" if self.cluster.available else f" ({self.cluster.unavailable_reason})"
+        view = self._trainjob_view
+        reason = "" if view.available else f" ({view.unavailable_reason})"
         return Finding(
             CLUSTER_STATE_RULE, "spec.runtimeRef.name",
             f"{review.runtime_label} is not known to the webhook{reason}: it is not created yet, or its watch "
@@ -330,14 +334,22 @@ class Admission:
             req.object.get("spec") == old.get("spec")
 
     def _settings(self, req: AdmissionRequest, policy: Policy | None = None) -> Settings | None:
-        namespace = self.cluster.namespace(req.namespace) if self.cluster.available else None
+        view = self._cluster_for(req)
+        namespace = view.namespace(req.namespace) if view.available else None
         labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
         return (policy or self.policy()).settings_for(req.namespace, labels)
+
+    @property
+    def _trainjob_view(self) -> ClusterView:
+        return self.cluster if self.trainjob_cluster is None else self.trainjob_cluster
+
+    def _cluster_for(self, req: AdmissionRequest) -> ClusterView:
+        return self._trainjob_view if req.is_trainjob else self.cluster
 
     def _context(self, req: AdmissionRequest, job: Any, settings: Settings, old: Any) -> RuleContext:
         return RuleContext(
             operation=req.operation, job=job, namespace=req.namespace, name=req.name,
-            settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
+            settings=settings, cluster=self._cluster_for(req), old_job=old if isinstance(old, Mapping) else None,
             generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
         )
 
