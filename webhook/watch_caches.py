@@ -207,6 +207,9 @@ def api_client(kubeconfig: Path | None = None) -> client.ApiClient:
         config.load_incluster_config(client_configuration=configuration)
     # one long-lived watch per kind shares the pool with the lists
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, len(KINDS) + 2)
+    # urllib3 logs each of its own retries as a warning: with the API server down, several lines
+    # a second for every kind. Each informer logs the outage once, and when it ends.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     return client.ApiClient(configuration)
 
 
