@@ -115,8 +115,11 @@ class ControlPlane:
         ])
         self._wait("kube-apiserver", self.apiserver_ready)
 
-    def stop_apiserver(self) -> None:
-        self._stop("kube-apiserver")
+    def stop_apiserver(self, grace: float = STOP_TIMEOUT) -> None:
+        """SIGTERM, and SIGKILL after ``grace`` seconds. A kube-apiserver told to stop refuses new
+        connections at once but keeps the watches already open (here for more than 30 s), so a
+        fault test that needs the outage soon gives a short ``grace``."""
+        self._stop("kube-apiserver", grace)
 
     def apiserver_ready(self) -> bool:
         try:
@@ -254,14 +257,14 @@ class ControlPlane:
             time.sleep(0.2)
         raise RuntimeError(f"{name} not ready after {READY_TIMEOUT:.0f}s:\n{_tail(self.log(name))}")
 
-    def _stop(self, name: str) -> None:
+    def _stop(self, name: str, grace: float = STOP_TIMEOUT) -> None:
         process = self.processes.pop(name, None)
         if process is None:
             return
         if process.poll() is None:
             process.terminate()
             try:
-                process.wait(STOP_TIMEOUT)
+                process.wait(grace)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from testing.app_client import webhook
+from testing.builders import admission_review
 from testing.kube_api_server import CORE, MPIJOBS, TRAINER, KubeAPI
 from testing.kube_objects import gpu_job, namespace, node, resource_quota
 from testing.tls_server import free_port
+from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
 from tests.webhook.test_watch_caches import GPU, SETTLE, eventually, start_caches, validate
 from webhook.kind_watch import Backoff, _unreachable
 from webhook.watch_caches import (
@@ -97,10 +100,12 @@ def test_a_kind_not_installed_stays_not_installed_while_the_api_server_is_down(a
 
 def test_a_runtime_cache_cut_off_switches_off_the_trainjob_checks_only(tmp_path: Path):
     with KubeAPI((*CORE, MPIJOBS, *TRAINER)) as api:
-        api.apply(namespace("team-a"), resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}))
+        api.apply(namespace("team-a"), resource_quota("team-cv-quota", {GPU: 32}, {GPU: 24}),
+                  runtime("runtimes/v2.3.0/deepspeed_distributed.yaml"))
         caches = start_caches(api, tmp_path, FAULTS)
         try:
             assert caches.wait_synced(SETTLE), caches.readiness()
+            eventually(lambda: caches.training_runtime("ClusterTrainingRuntime", "", "deepspeed-distributed"))
             api.forbidden.add(TRAINING_RUNTIMES.plural)
             api.drop_watches()  # its watch is started again, and refused
             trainjobs = caches.for_job_kind(TRAINJOB)
@@ -109,8 +114,13 @@ def test_a_runtime_cache_cut_off_switches_off_the_trainjob_checks_only(tmp_path:
             assert "HTTP 403: not allowed to list trainingruntimes" in trainjobs.unavailable_reason
             mpijobs = caches.for_job_kind(MPIJOB)
             assert mpijobs.available and mpijobs.unavailable_reason == ""
-            response = validate(mpijobs, gpu_job(workers=20))
-            assert response["allowed"] is False and "[resource-quota]" in response["status"]["message"]
+            # through /validate, wired as ``serve`` wires it (webhook.bootstrap)
+            served = webhook(cluster=mpijobs, trainjob_cluster=trainjobs)
+            mpijob_answer = served.review("/validate", admission_review(gpu_job(workers=20)))["response"]
+            assert mpijob_answer["allowed"] is False and "[resource-quota]" in mpijob_answer["status"]["message"]
+            trainjob_answer = served.review("/validate", trainjob_review(trainjob(numNodes=4)))["response"]
+            (warning,) = [w for w in trainjob_answer["warnings"] if w.startswith("[cluster-state]")]
+            assert "were not run: lost the watch on trainingruntimes.trainer.kubeflow.org" in warning
             api.forbidden.clear()
             eventually(lambda: trainjobs.available)
         finally:
