@@ -7,9 +7,10 @@ seen; one answered 410 Gone (history compacted) starts over with a fresh list. A
 server answered (an HTTP error) is retried with capped, jittered exponential backoff, up to
 ``Timing.backoff_max``; an API server that does not answer at all (connection refused or broken:
 it is restarting) is tried again at most ``Timing.reconnect_max`` apart, so the cache is current
-again seconds after the API server is back, not at the end of a long backoff. A kind the cluster
-does not serve (an optional CRD not installed) is looked for again every ``absent_recheck``
-seconds, and stays "not installed", never "cut off", while the API server cannot be reached.
+again seconds after the API server is back, not at the end of a long backoff; the first error it
+answers after that starts the backoff over. A kind the cluster does not serve (an optional CRD
+not installed) is looked for again every ``absent_recheck`` seconds, and stays "not installed",
+never "cut off", while the API server cannot be reached.
 """
 from __future__ import annotations
 
@@ -211,6 +212,7 @@ class Informer:
     def run(self) -> None:
         backoff = Backoff(self._timing.backoff_initial, self._timing.backoff_max)
         version: str | None = None
+        was_unreachable = False
         while not self._stop.is_set():
             try:
                 if version is None:
@@ -227,7 +229,13 @@ class Informer:
                 self._stop.wait(self._timing.absent_recheck)
             except Exception as exc:  # noqa: BLE001 - any failure: note it, back off, retry
                 self._lost(exc)
-                self._stop.wait(backoff.next(self._timing.reconnect_max if _unreachable(exc) else None))
+                unreachable = _unreachable(exc)
+                if was_unreachable and not unreachable:
+                    # It answers again, with an error: start the backoff over. A restarted API
+                    # server answers 403 for a few seconds, before its authorizer has read RBAC.
+                    backoff.reset()
+                was_unreachable = unreachable
+                self._stop.wait(backoff.next(self._timing.reconnect_max if unreachable else None))
 
     def _call(self, version: str, *, timeout: tuple[float, float] | None = None, **params: Any) -> Any:
         """List (or watch) the kind across namespaces through the client's ``ApiClient`` (its
