@@ -180,3 +180,23 @@ def test_each_identity_is_warned_about_once_from_any_thread_and_the_memory_is_bo
     others = [f"system:serviceaccount:ns-{i}:kueue-controller-manager" for i in range(5)]
     assert [hints.saw(name, (), "MPIJob team-a/pi") for name in others] == [True, True, False, False, False]
     assert len(caplog.records) == 3
+
+
+def test_kueues_trainjob_admission_from_an_unlisted_service_account_is_checked_and_named_in_the_log(
+        caplog: pytest.LogCaptureFixture):
+    """The same hint for TrainJobs: only suspend changed, by a Kueue the policy does not list."""
+    from testing.kube_objects import resource_quota
+    from tests.policies.trainer.trainer_data import trainjob
+    from tests.webhook.test_trainjob_admission import GPU, cluster, validate
+
+    caplog.set_level(logging.WARNING, logger="webhook.unlisted_kueue")
+    view = cluster(quotas={"team-a": [resource_quota("gpus", {f"requests.{GPU}": 1})]})
+    old = trainjob(numNodes=4, resourcesPerNode={"limits": {GPU: 2}})
+    old["spec"]["suspend"] = True
+    started = copy.deepcopy(old)
+    started["spec"]["suspend"] = False
+    response, decision = validate(started, view=view, operation="UPDATE", old=old, username=RHOAI_KUEUE)
+    assert response["allowed"] is False and decision.reason == "checked"
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith(f"TrainJob team-a/{started['metadata']['name']} was updated by {RHOAI_KUEUE} changing only")
+    assert said.endswith(f'"{RHOAI_KUEUE}"] (said once per identity and worker)')
