@@ -79,7 +79,7 @@ def _listening_logger(options: ServeOptions) -> type[Logger]:
                  f"health and metrics plain HTTP on http://{_address(options.host, options.health_port)}")
 
     class ListeningLogger(Logger):
-        def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        def info(self, msg: object, *args: object, **kwargs: Any) -> None:
             if isinstance(msg, str) and msg.startswith(_LISTENING) and args:
                 args = (described, *args[1:])
             super().info(msg, *args, **kwargs)
