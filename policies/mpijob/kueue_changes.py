@@ -20,10 +20,6 @@ from typing import Any
 KUEUE_REPLICA_TYPES = ("Launcher", "Worker")
 TEMPLATE_METADATA_FIELDS = ("labels", "annotations")
 TEMPLATE_SPEC_FIELDS = ("nodeSelector", "tolerations", "schedulingGates")
-# What the update may change, as people read it (log lines, docs).
-KUEUE_FIELDS = ("spec.runPolicy.suspend",
-                *(f"spec.mpiReplicaSpecs[*].template.metadata.{f}" for f in TEMPLATE_METADATA_FIELDS),
-                *(f"spec.mpiReplicaSpecs[*].template.spec.{f}" for f in TEMPLATE_SPEC_FIELDS))
 
 
 def only_kueue_changes(old: Any, new: Any) -> bool:
