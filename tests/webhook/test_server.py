@@ -80,3 +80,11 @@ def test_a_worker_freezes_what_it_loaded_out_of_full_collections(tmp_path: Path)
         assert not any(o is loaded for o in gc.get_objects())  # frozen: no longer tracked
     finally:
         gc.unfreeze()
+
+
+def test_the_start_up_log_says_which_port_is_tls_and_which_plain(dev_server):
+    """gunicorn's own line named both ports https://; the health port is plain HTTP."""
+    said = [line.split("] ", 3)[-1] for line in dev_server.output().splitlines() if "Listening at: " in line]
+    assert said == [f"Listening at: webhook HTTPS on https://127.0.0.1:{dev_server.port}, health and metrics plain "
+                    f"HTTP on http://127.0.0.1:{dev_server.health_port} ({dev_server.process.pid})"]
+    assert dev_server.health_request("/healthz")[0] == 200  # what the line says: plain HTTP there
