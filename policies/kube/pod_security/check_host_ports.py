@@ -13,14 +13,22 @@ def host_ports_1_0(pod: PodView) -> CheckResult | None:
     ports: list[str] = []
     fixes: list[Fix] = []
     for container in pod.containers:
+        defaulted = pod.host_network_ports and container.kind != "ephemeralContainers"
         found = False
         for index, port in enumerate(as_list(container.fields.get("ports"))):
-            host_port = as_mapping(port).get("hostPort")
-            if is_integer(host_port) and host_port != 0:
+            port = as_mapping(port)
+            host_port = port.get("hostPort") if is_integer(port.get("hostPort")) else 0
+            if host_port == 0 and defaulted and is_integer(port.get("containerPort")):
+                host_port = port["containerPort"]
+                fix = Fix(container.name, "spec.hostNetwork", "false, or unset",
+                          f"remove spec.hostNetwork: with it, ports[{index}].containerPort {host_port} is a hostPort too")
+            else:
+                fix = Fix(container.name, f"{container.path}.ports[{index}].hostPort", "0, or unset",
+                          f"remove ports[{index}].hostPort (a Service or the pod's IP reaches the port)")
+            if host_port != 0:
                 found = True
                 ports.append(str(host_port))
-                fixes.append(Fix(container.name, f"{container.path}.ports[{index}].hostPort", "0, or unset",
-                                 f"remove ports[{index}].hostPort (a Service or the pod's IP reaches the port)"))
+                fixes.append(fix)
         if found:
             bad_containers.append(container.name)
     if not bad_containers:

@@ -7,7 +7,7 @@ from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix
 from policies.kube.pod_security.go_strings import named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE, RESTRICTED
-from policies.kube.pod_security.pod_fields import PodView, as_list, as_string, is_object
+from policies.kube.pod_security.pod_fields import PodView, is_object
 
 HOST_PATH_VOLUMES_ID = "hostPathVolumes"
 RESTRICTED_VOLUMES_ID = "restrictedVolumes"
@@ -20,34 +20,29 @@ RESTRICTED_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "
 _ALLOWED_TEXT = ", ".join(ALLOWED_SOURCES)
 
 
-def _volumes(pod: PodView) -> list[tuple[int, str, dict[str, object]]]:
-    return [(index, as_string(volume.get("name")), volume)
-            for index, volume in enumerate(as_list(pod.spec.get("volumes"))) if is_object(volume)]
-
-
 def host_path_volumes_1_0(pod: PodView) -> CheckResult | None:
-    bad = [(index, name) for index, name, volume in _volumes(pod) if is_object(volume.get("hostPath"))]
+    bad = [volume for volume in pod.volumes if is_object(volume.fields.get("hostPath"))]
     if not bad:
         return None
     return CheckResult(
-        HOST_PATH_VOLUMES_ID, "hostPath volumes", named("volume", "volumes", [name for _, name in bad]),
-        tuple(Fix(None, f"spec.volumes[{index}].hostPath", "no hostPath volume",
-                  f"replace volume {name!r}'s hostPath with another source, e.g. emptyDir, a persistentVolumeClaim "
-                  "or a configMap") for index, name in bad))
+        HOST_PATH_VOLUMES_ID, "hostPath volumes", named("volume", "volumes", [volume.name for volume in bad]),
+        tuple(Fix(None, f"spec.volumes[{volume.index}].hostPath", "no hostPath volume",
+                  f"replace volume "{volume.name}"'s hostPath with another source, e.g. emptyDir, a "
+                  "persistentVolumeClaim or a configMap") for volume in bad))
 
 
 def restricted_volumes_1_0(pod: PodView) -> CheckResult | None:
     bad_names: list[str] = []
     bad_types: list[str] = []
     fixes: list[Fix] = []
-    for index, name, volume in _volumes(pod):
-        if any(is_object(volume.get(source)) for source in ALLOWED_SOURCES):
+    for volume in pod.volumes:
+        if volume.empty_dir_by_default or any(is_object(volume.fields.get(source)) for source in ALLOWED_SOURCES):
             continue
-        source = next((source for source in RESTRICTED_SOURCES if is_object(volume.get(source))), None)
-        bad_names.append(name)
+        source = next((source for source in RESTRICTED_SOURCES if is_object(volume.fields.get(source))), None)
+        bad_names.append(volume.name)
         bad_types.append(source or "unknown")
-        fixes.append(Fix(None, f"spec.volumes[{index}]" + (f".{source}" if source else ""), _ALLOWED_TEXT,
-                         f"replace volume {name!r}'s {source or 'source'} with one of {_ALLOWED_TEXT}"))
+        fixes.append(Fix(None, f"spec.volumes[{volume.index}]" + (f".{source}" if source else ""), _ALLOWED_TEXT,
+                         f"replace volume "{volume.name}"'s {source or 'source'} with one of {_ALLOWED_TEXT}"))
     if not bad_names:
         return None
     types = sorted_set(bad_types)
