@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
-from policies.kube.pod_security.check_results import CheckResult, Fix
+from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import go_quote, join_quote, named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE
 from policies.kube.pod_security.pod_fields import PodView, as_mapping, as_string
@@ -41,7 +41,7 @@ def app_armor_profile_1_0(pod: PodView) -> CheckResult | None:
     if pod_type is not None:
         setters.append("pod")
         bad_values.append(pod_type)
-        fixes.append(Fix(None, "spec.securityContext.appArmorProfile.type", _TYPE_ALLOWED, f"in the pod spec, {_TYPE_WRITE}"))
+        fixes.append(Fix(None, "spec.securityContext.appArmorProfile.type", _TYPE_ALLOWED, for_the_pod(_TYPE_WRITE)))
     bad_containers = []
     for container in pod.containers:
         container_type = _bad_type(container.security_context)

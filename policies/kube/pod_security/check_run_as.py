@@ -4,7 +4,7 @@ namespace (``hostUsers: false``) pass."""
 from __future__ import annotations
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
-from policies.kube.pod_security.check_results import CheckResult, Fix
+from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import named
 from policies.kube.pod_security.level_versions import RESTRICTED
 from policies.kube.pod_security.pod_fields import PodView, is_integer
@@ -20,7 +20,7 @@ def run_as_non_root_1_0(pod: PodView) -> CheckResult | None:
     pod_value = pod.pod_context_field("runAsNonRoot")
     if pod_value is False:
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.runAsNonRoot", "true", f"in the pod spec, {_NON_ROOT_WRITE}"))
+        fixes.append(Fix(None, "spec.securityContext.runAsNonRoot", "true", for_the_pod(_NON_ROOT_WRITE)))
     explicitly_bad, implicitly_bad = [], []
     for container in pod.containers:
         value = container.context_field("runAsNonRoot")
@@ -61,7 +61,7 @@ def run_as_user_1_23(pod: PodView) -> CheckResult | None:
     allowed, write = "a non-zero user ID, or unset", "set securityContext.runAsUser to a non-zero user ID, or remove it"
     if _root(pod.pod_context_field("runAsUser")):
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.runAsUser", allowed, f"in the pod spec, {write}"))
+        fixes.append(Fix(None, "spec.securityContext.runAsUser", allowed, for_the_pod(write)))
     bad = [container for container in pod.containers if _root(container.context_field("runAsUser"))]
     if bad:
         setters.append(named("container", "containers", [c.name for c in bad]))
