@@ -27,7 +27,7 @@ def _bad_type(context: Mapping[str, Any] | None) -> str | None:
     if context is None:
         return None
     profile = context.get("appArmorProfile")
-    if not isinstance(profile, Mapping):
+    if not isinstance(profile, dict):
         return None
     profile_type = as_string(as_mapping(profile).get("type"))
     return None if profile_type in _ALLOWED_TYPES else profile_type
@@ -53,8 +53,10 @@ def app_armor_profile_1_0(pod: PodView) -> CheckResult | None:
     if bad_containers:
         setters.append(named("container", "containers", bad_containers))
     # Sorted as upstream sorts them: by the whole "key=\"value\"" text.
-    annotations = sorted((f"{key}={go_quote(value)}", key) for key, value in pod.annotations.items()
+    annotations = [] if not pod.annotations else sorted((f"{key}={go_quote(value)}", key) for key, value in pod.annotations.items()
                          if key.startswith(ANNOTATION_PREFIX) and not _allowed_annotation(value))
+    if not (bad_values or annotations):
+        return None
     value_list = sorted_set(bad_values)
     if annotations:
         value_list.extend(text for text, _ in annotations)

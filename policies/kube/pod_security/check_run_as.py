@@ -12,6 +12,8 @@ from policies.kube.pod_security.pod_fields import PodView, is_integer
 RUN_AS_NON_ROOT_ID = "runAsNonRoot"
 RUN_AS_USER_ID = "runAsUser"
 _NON_ROOT_WRITE = "set securityContext.runAsNonRoot: true"
+_USER_ALLOWED = "a non-zero user ID, or unset"
+_USER_WRITE = "set securityContext.runAsUser to a non-zero user ID, or remove it"
 
 
 def run_as_non_root_1_0(pod: PodView) -> CheckResult | None:
@@ -58,14 +60,13 @@ def _root(value: object) -> bool:
 def run_as_user_1_23(pod: PodView) -> CheckResult | None:
     setters: list[str] = []
     fixes: list[Fix] = []
-    allowed, write = "a non-zero user ID, or unset", "set securityContext.runAsUser to a non-zero user ID, or remove it"
     if _root(pod.pod_context_field("runAsUser")):
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.runAsUser", allowed, for_the_pod(write)))
+        fixes.append(Fix(None, "spec.securityContext.runAsUser", _USER_ALLOWED, for_the_pod(_USER_WRITE)))
     bad = [container for container in pod.containers if _root(container.context_field("runAsUser"))]
     if bad:
         setters.append(named("container", "containers", [c.name for c in bad]))
-        fixes.extend(Fix(c.name, f"{c.path}.securityContext.runAsUser", allowed, write) for c in bad)
+        fixes.extend(Fix(c.name, f"{c.path}.securityContext.runAsUser", _USER_ALLOWED, _USER_WRITE) for c in bad)
     if not setters:
         return None
     return CheckResult(RUN_AS_USER_ID, "runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0", tuple(fixes))

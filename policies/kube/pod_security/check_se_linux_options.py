@@ -20,7 +20,7 @@ def _forbidden_options(context: Mapping[str, Any] | None, allowed_types: frozens
     """The seLinuxOptions keys a securityContext sets to a forbidden value (in upstream's order),
     and the type it sets."""
     options = None if context is None else context.get("seLinuxOptions")
-    if not isinstance(options, Mapping):
+    if not isinstance(options, dict):
         return [], ""
     selinux_type = as_string(options.get("type"))
     forbidden = ["type"] if selinux_type not in allowed_types else []

@@ -47,7 +47,7 @@ def seccomp_profile_baseline_1_0(pod: PodView) -> CheckResult | None:
 def _explicit_type(context: Mapping[str, Any] | None) -> str | None:
     """The seccomp profile type a securityContext sets ("" for a profile without one); None if unset."""
     profile = None if context is None else context.get("seccompProfile")
-    return as_string(profile.get("type")) if isinstance(profile, Mapping) else None
+    return as_string(profile.get("type")) if isinstance(profile, dict) else None
 
 
 def _seccomp_profile(pod: PodView, check_id: str, required: bool) -> CheckResult | None:
