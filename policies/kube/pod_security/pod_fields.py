@@ -50,16 +50,21 @@ def _top(value: object) -> dict[str, Any]:
 
 class ContainerView:
     """One container, with the path of its entry in the pod spec (``spec.initContainers[1]``)."""
-    __slots__ = ("name", "kind", "path", "fields", "security_context")
+    __slots__ = ("name", "kind", "index", "fields", "security_context")
 
     def __init__(self, name: str, kind: str, index: int, fields: dict[str, Any]) -> None:
         self.name = name
         self.kind = kind    # "initContainers", "containers" or "ephemeralContainers"
-        self.path = f"spec.{kind}[{index}]"
+        self.index = index
         self.fields = fields
         context = fields.get("securityContext")
         # None when unset: several checks treat an unset securityContext apart from an empty one.
         self.security_context: dict[str, Any] | None = context if isinstance(context, dict) else None
+
+    @property
+    def path(self) -> str:
+        """Only a failure needs it, so it is not made for every container of every pod."""
+        return f"spec.{self.kind}[{self.index}]"
 
     def context_field(self, key: str) -> Any:
         return None if self.security_context is None else self.security_context.get(key)
