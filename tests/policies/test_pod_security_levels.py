@@ -245,8 +245,8 @@ def test_the_api_servers_defaults_are_applied_before_the_checks():
 
 # Any JSON, and the pod's own keys holding any JSON: the checks read it all without an exception.
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                    max_leaves=10)
+                    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+                    max_leaves=4)
 
 
 def shaped(keys: dict[str, Any]) -> st.SearchStrategy[Any]:

@@ -9,7 +9,7 @@ from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import go_quote, join_quote, named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE
-from policies.kube.pod_security.pod_fields import PodView, as_mapping, as_string
+from policies.kube.pod_security.pod_fields import ContainerView, PodView, as_mapping, as_string
 
 CHECK_ID = "appArmorProfile"
 ANNOTATION_PREFIX = "container.apparmor.security.beta.kubernetes.io/"
@@ -33,6 +33,19 @@ def _bad_type(context: Mapping[str, Any] | None) -> str | None:
     return None if profile_type in _ALLOWED_TYPES else profile_type
 
 
+def _unconfined_by_annotation(pod: PodView, container: ContainerView) -> bool:
+    """The API server's applyAppArmorVersionSkew (1.30+), before admission: a non-Windows pod's
+    container without a profile of its own gets the one its deprecated annotation names, unless
+    that is the pod's. Only "unconfined" becomes a forbidden type."""
+    if pod.windows or pod.annotations.get(ANNOTATION_PREFIX + container.name) != "unconfined":
+        return False
+    if isinstance(container.context_field("appArmorProfile"), dict):
+        return False
+    pod_profile = pod.pod_context_field("appArmorProfile")
+    return not (isinstance(pod_profile, dict) and pod_profile.get("type") == "Unconfined"
+                and pod_profile.get("localhostProfile") is None)
+
+
 def app_armor_profile_1_0(pod: PodView) -> CheckResult | None:
     setters: list[str] = []
     bad_values: list[str] = []
@@ -45,6 +58,10 @@ def app_armor_profile_1_0(pod: PodView) -> CheckResult | None:
     bad_containers = []
     for container in pod.containers:
         container_type = _bad_type(container.security_context)
+        if container_type is None and pod.pod_defaults and _unconfined_by_annotation(pod, container):
+            bad_containers.append(container.name)
+            bad_values.append("Unconfined")
+            continue    # the annotation's own fix says what to change
         if container_type is not None:
             bad_containers.append(container.name)
             bad_values.append(container_type)

@@ -1,9 +1,11 @@
 """A pod's metadata and spec as the checks read them, from decoded JSON of any shape.
 
-PodSecurity admission sees a pod after the API server has defaulted it (``SetDefaults_Pod``,
-``SetDefaults_Volume``). Two of those defaults change a verdict, and a PodView says where they
-apply: a volume without any source is an emptyDir, and with ``hostNetwork: true`` a port of a
-container or init container without a hostPort has its containerPort as hostPort.
+PodSecurity admission sees a pod after the API server has defaulted and prepared it
+(``SetDefaults_Pod``, ``SetDefaults_Volume``, the pod strategy's ``applyAppArmorVersionSkew``). Three
+of those steps change a verdict, and the checks apply them where ``pod_defaults`` is set: a volume
+without any source is an emptyDir; with ``hostNetwork: true`` a port of a container or init
+container without a hostPort has its containerPort as hostPort; a container without an AppArmor
+profile takes the one its deprecated annotation names (check_app_armor_profile.py).
 
 Upstream reads typed Go structs. A field of the wrong type would have failed the API server's
 decoding of the whole pod; here such a field reads as absent, so no shape of input raises. ``null``
