@@ -278,3 +278,26 @@ def test_any_pod_is_evaluated_without_an_exception(metadata, spec, level, minor)
     results = evaluate_pod(LevelVersion(level, None if minor is None else (1, minor)), metadata, spec)
     assert all(result.forbidden_reason and result.fixes for result in results)
     forbidden_message(LevelVersion(level, None), results)
+
+
+def test_an_apparmor_annotation_becomes_the_containers_profile_before_admission():
+    """The pod strategy's applyAppArmorVersionSkew (what the v1.36 API server answered in
+    test_pod_security_api_server.py): "unconfined" in the annotation of a container without a
+    profile is that container's profile too, unless the pod's own profile is the same or the pod
+    runs Windows."""
+    key = "container.apparmor.security.beta.kubernetes.io/app"
+    baseline = LevelVersion("baseline", None)
+
+    def detail(**spec: Any) -> str:
+        [result] = evaluate_pod(baseline, {"annotations": {key: "unconfined"}}, {"containers": [{"name": "app"}], **spec})
+        return result.forbidden_reason + ": " + result.forbidden_detail
+
+    annotation = f'"{key}="unconfined""'
+    assert detail() == f'forbidden AppArmor profiles: container "app" and annotation must not set AppArmor profile ' \
+                       f'type to "Unconfined", {annotation}'
+    assert detail(securityContext={"appArmorProfile": {"type": "Unconfined"}}) == (
+        f'forbidden AppArmor profiles: pod and annotation must not set AppArmor profile type to "Unconfined", {annotation}')
+    assert detail(os={"name": "windows"}) == (
+        f"forbidden AppArmor profile: annotation must not set AppArmor profile type to {annotation}")
+    assert detail(containers=[{"name": "app", "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}]) == (
+        f"forbidden AppArmor profile: annotation must not set AppArmor profile type to {annotation}")
