@@ -2,7 +2,7 @@
 (``policy/registry.go``) arranges them: a check's revision applies from its minimum version to the
 next revision's; restricted runs every baseline check a restricted one does not override; results
 come baseline checks first, then restricted ones, each group ordered by check ID. The tables are
-built once per newest version, never per pod."""
+built once (per emulated API server version), never per pod."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
