@@ -91,3 +91,11 @@ def test_the_cluster_timing_flags_reach_the_caches():
     assert (timing.stale_after, timing.absent_recheck) == (7.0, 3.0)
     defaults = serve_options(build_parser().parse_args(["serve", "--dev"])).cluster_timing
     assert (defaults.stale_after, defaults.absent_recheck) == (30.0, 60.0)
+
+
+def test_the_start_up_log_says_which_port_is_tls_and_which_plain(dev_server):
+    """gunicorn's own line named both ports https://; the health port is plain HTTP."""
+    said = [line.split("] ", 3)[-1] for line in dev_server.output().splitlines() if "Listening at: " in line]
+    assert said == [f"Listening at: webhook HTTPS on https://127.0.0.1:{dev_server.port}, health and metrics plain "
+                    f"HTTP on http://127.0.0.1:{dev_server.health_port} ({dev_server.process.pid})"]
+    assert dev_server.health_request("/healthz")[0] == 200  # what the line says: plain HTTP there
