@@ -44,6 +44,7 @@ SKIP_REASON = (f"needs a real control plane: set {ASSETS_VARIABLE} to a folder w
                "v1.36 (.ci/run does; see docs/development.md)")
 READY_TIMEOUT = 180.0
 STOP_TIMEOUT = 30.0
+END_GRACE = 3.0
 SERVICE_RANGE = "10.0.0.0/24"
 
 
@@ -94,8 +95,9 @@ class ControlPlane:
         self._start_controller_manager()
 
     def stop(self) -> None:
+        """The end of the session: nothing is kept, so nothing waits for open watches to drain."""
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-            self._stop(name)
+            self._stop(name, grace=END_GRACE)
 
     def start_apiserver(self, extra_args: Sequence[str] | None = None) -> None:
         """Start (or start again, on the same port and etcd) the API server; returns when its
