@@ -74,6 +74,7 @@ class Plan:
 
 @dataclass
 class Measurements:
+    """Every window of every way at every concurrency, in the order measured (round by round)."""
     windows: dict[tuple[str, int], list[Window]] = field(default_factory=dict)
     apiserver_cpu: dict[tuple[str, int], float] = field(default_factory=dict)  # seconds, over the windows
     loads: list[float] = field(default_factory=list)  # the 1-minute load average at each window
@@ -98,6 +99,9 @@ class Measurements:
 
 
 class EndToEnd:
+    """The control plane, both webhook servers and the load generators of one run, started once;
+    ``run`` switches between the ways and measures them; ``close`` stops everything."""
+
     def __init__(self, plan: Plan, workdir: Path, bin_dir: Path, generators: int, log: Callable[[str], None]) -> None:
         self.plan, self.workdir, self.log = plan, workdir, log
         self.plane = ControlPlane(workdir / "control-plane", bin_dir)
