@@ -225,13 +225,21 @@ def eventually(attempt: Callable[[], subprocess.CompletedProcess[str]],
     return result
 
 
-def refusals(server: TlsServer) -> dict[tuple[str, str], float]:
+def counter(server: TlsServer, name: str, *labels: str) -> dict[tuple[str, ...], float]:
+    """One counter of the webhook's /metrics, summed by ``labels``."""
     status, body = server.health_request("/metrics")
     assert status == 200
-    return {(sample.labels["endpoint"], sample.labels["reason"]): sample.value
-            for family in text_string_to_metric_families(body.decode())
-            if family.name == "mpijob_webhook_refused_clients"
-            for sample in family.samples if sample.name.endswith("_total")}
+    sums: dict[tuple[str, ...], float] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if family.name == name and sample.name.endswith("_total"):
+                key = tuple(sample.labels[label] for label in labels)
+                sums[key] = sums.get(key, 0) + sample.value
+    return sums
+
+
+def refusals(server: TlsServer) -> dict[tuple[str, ...], float]:
+    return counter(server, "mpijob_webhook_refused_clients", "endpoint", "reason")
 
 
 def post_directly(server: TlsServer, path: str, certificate: tuple[Path, Path] | None) -> tuple[int, dict[str, Any]]:
@@ -257,7 +265,12 @@ def test_the_api_server_presents_the_doc_s_certificate_and_gets_decisions(setup:
     admitted = dry_run(setup.plane, job("pi"))
     assert admitted.returncode == 0, admitted.stderr
     assert "mpijob.kubeflow.org/pi created (server dry run)" in admitted.stdout
-    # both calls came with the certificate: the webhook refused no client
+    # both calls went through /mutate and /validate, with the certificate: no client was refused
+    expected = {("validate", "denied"), ("validate", "allowed"), ("mutate", "allowed")}
+    deadline = time.monotonic() + 5  # a worker's counts reach /metrics within a second or so
+    while not expected <= set(answered := counter(webhook, "mpijob_webhook_requests", "endpoint", "decision")):
+        assert time.monotonic() < deadline, answered
+        time.sleep(0.2)
     assert not {key: n for key, n in refusals(webhook).items() if n}
 
 
@@ -272,7 +285,18 @@ def test_clients_without_the_certificate_are_refused(setup: Setup, webhook: TlsS
     # the doc's certificate, presented directly, is let through to a decision (a 400 for the empty body)
     doc_certificate = (setup.folder / "mpijob-webhook-client.crt", setup.folder / "mpijob-webhook-client.key")
     assert post_directly(webhook, "/validate", doc_certificate)[0] == 400
+    # a certificate of the client CA for another client: 403
+    other = authority.new_client_cert(authority.load_ca(setup.folder / "client-ca.crt", setup.folder / "client-ca.key"),
+                                      "someone-else")
+    other_files = (setup.folder / "other.crt", setup.folder / "other.key")
+    other_files[0].write_bytes(other.cert_pem())
+    authority.write_private_key(other_files[1], other)
+    status, answer = post_directly(webhook, "/validate", other_files)
+    assert (status, answer["reason"]) == (403, "Forbidden")
+    assert answer["message"] == ("the client certificate (commonName=someone-else) names none of the allowed clients "
+                                 f"({serve_flags()['--client-name']})")
     counted = refusals(webhook)
+    assert counted[("/validate", "client_name_not_allowed")] >= 1
     assert counted[("/validate", "no_client_certificate")] >= 1
     assert counted[("/mutate", "no_client_certificate")] >= 1
     assert counted[("handshake", "untrusted_client_certificate")] >= 1
