@@ -25,11 +25,22 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 from testing.control_plane import ControlPlane
-from testing.kube_api_server import CORE, MPIJOBS, SERVICE_ACCOUNT, KubeAPI
+from testing.kube_api_server import CORE, MPIJOBS, SERVICE_ACCOUNT, KubeAPI, Resource
 
 NAMESPACE_OF_IMITATION = "contract"
 WATCH_SECONDS = 2
 LIMITS = {"limits": [{"type": "Container", "max": {"cpu": "2"}}]}
+# A custom resource of the test's own, installed and removed like an optional integration's CRD.
+WIDGETS = Resource("contract.example.org", "v1", "widgets", "Widget")
+WIDGETS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"{WIDGETS.plural}.{WIDGETS.group}"},
+    "spec": {"group": WIDGETS.group, "scope": "Namespaced",
+             "names": {"plural": WIDGETS.plural, "singular": "widget", "kind": WIDGETS.kind},
+             "versions": [{"name": WIDGETS.version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+WIDGETS_PATH = f"/apis/{WIDGETS.group}/{WIDGETS.version}/{WIDGETS.plural}"
 
 
 @dataclass
@@ -59,6 +70,21 @@ class Backend:
         else:
             assert self.plane is not None
             self.plane.kubectl("delete", "limitrange", name, "-n", self.namespace)
+
+    def install_widgets(self) -> None:
+        if self.imitation is not None:
+            self.imitation.install(WIDGETS)
+            return
+        assert self.plane is not None
+        self.plane.apply([WIDGETS_CRD])
+        wait_for(lambda: get(self.api, WIDGETS_PATH)[0] == 200, "the CRD to be served")
+
+    def uninstall_widgets(self) -> None:
+        if self.imitation is not None:
+            self.imitation.uninstall(WIDGETS)
+        else:
+            assert self.plane is not None
+            self.plane.kubectl("delete", "crd", WIDGETS_CRD["metadata"]["name"], "--wait=false", "--ignore-not-found")
 
     def forget_history(self) -> None:
         """Make every resourceVersion seen so far too old to watch from."""
@@ -107,6 +133,13 @@ def request(api: Any, path: str, **query: Any) -> Any:
     return api.call_api(*serialized, _request_timeout=(5, 30))
 
 
+def wait_for(condition: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.2)
+
+
 def get(api: Any, path: str, **query: Any) -> tuple[int, str]:
     response = request(api, path, **query)
     return response.status, response.read().decode()
@@ -138,6 +171,20 @@ def names(items: list[dict[str, Any]]) -> list[str]:
 
 def summary(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(event["type"], event["object"]["metadata"]["name"]) for event in events if event["type"] != "BOOKMARK"]
+
+
+def ours(backend: Backend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of the test's namespace (a cluster-wide watch on the real server also sees the
+    namespaces of earlier tests go away)."""
+    return [event for event in events if event["object"]["metadata"].get("namespace") == backend.namespace]
+
+
+SCOPES = pytest.mark.parametrize("cluster_wide", [False, True], ids=["namespace", "cluster-wide"])
+
+
+def watched(backend: Backend, cluster_wide: bool) -> str:
+    """The webhook's caches watch cluster-wide; a namespace's collection is the narrower case."""
+    return "/api/v1/limitranges" if cluster_wide else collection(backend)
 
 
 def versions(events: list[dict[str, Any]]) -> list[int]:
@@ -176,28 +223,32 @@ def test_a_paged_list_is_one_snapshot_and_its_token_can_be_used_again(backend: B
 
 # -- watches ------------------------------------------------------------------------------------------
 
-def test_a_watch_from_a_list_s_version_replays_each_later_change_once_in_order(backend: Backend) -> None:
+@SCOPES
+def test_a_watch_from_a_list_s_version_replays_each_later_change_once_in_order(backend: Backend,
+                                                                               cluster_wide: bool) -> None:
     for name in "ab":
         backend.put(name)
-    since = get_json(backend.api, collection(backend))["metadata"]["resourceVersion"]
+    since = get_json(backend.api, watched(backend, cluster_wide), limit=500)["metadata"]["resourceVersion"]
     added = backend.put("d")
     modified = backend.put("a", {"changed": "yes"})
     backend.delete("b")
-    events = watch(backend.api, collection(backend), resourceVersion=since)
+    events = ours(backend, watch(backend.api, watched(backend, cluster_wide), resourceVersion=since))
     assert summary(events) == [("ADDED", "d"), ("MODIFIED", "a"), ("DELETED", "b")]
     assert [(e["object"]["kind"], e["object"]["apiVersion"]) for e in events] == [("LimitRange", "v1")] * 3
     assert versions(events)[:2] == [int(added), int(modified)]
     assert versions(events)[2] > int(modified)  # a DELETED object carries the version of its deletion
     assert events[1]["object"]["metadata"]["labels"] == {"changed": "yes"}
     # watching again from the last event's version: nothing more
-    assert watch(backend.api, collection(backend), resourceVersion=str(versions(events)[-1])) == []
+    assert ours(backend, watch(backend.api, watched(backend, cluster_wide),
+                               resourceVersion=str(versions(events)[-1]))) == []
 
 
-def test_a_watch_from_version_0_starts_with_the_current_state(backend: Backend) -> None:
+@SCOPES
+def test_a_watch_from_version_0_starts_with_the_current_state(backend: Backend, cluster_wide: bool) -> None:
     for name in "ab":
         backend.put(name)
     backend.delete("a")
-    events = watch(backend.api, collection(backend), resourceVersion="0")
+    events = ours(backend, watch(backend.api, watched(backend, cluster_wide), resourceVersion="0"))
     assert summary(events) == [("ADDED", "b")]
 
 
@@ -279,3 +330,29 @@ def test_a_kind_rbac_does_not_allow_is_403_with_the_api_server_s_message(backend
             "message": f'{named} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource "{resource}" in API '
                        f'group "{group}" at the cluster scope',
             "reason": "Forbidden", "details": {**({"group": group} if group else {}), "kind": resource}, "code": 403})
+
+
+def test_removing_a_crd_ends_its_watches_and_its_kind_is_404_again(backend: Backend) -> None:
+    backend.install_widgets()
+    try:
+        since = get_json(backend.api, WIDGETS_PATH, limit=500)["metadata"]["resourceVersion"]
+        response = request(backend.api, WIDGETS_PATH, watch="true", resourceVersion=since, timeoutSeconds=60)
+        assert response.status == 200
+        ended: list[float] = []
+
+        def read_to_the_end() -> None:
+            for _ in iter_resp_lines(response.response):
+                pass
+            ended.append(time.monotonic())
+
+        reader = threading.Thread(target=read_to_the_end, daemon=True)
+        reader.start()
+        removed = time.monotonic()
+        backend.uninstall_widgets()
+        reader.join(30)
+        assert ended, "the watch outlived its CRD"
+        assert ended[0] - removed < 30
+        wait_for(lambda: get(backend.api, WIDGETS_PATH, limit=500) == (404, "404 page not found\n"),
+                 "the kind to be gone")
+    finally:
+        backend.uninstall_widgets()  # again, when the test failed before
