@@ -22,7 +22,9 @@ What it speaks, like kube-apiserver:
 
 Test controls: ``apply`` / ``delete`` objects, ``install`` / ``uninstall`` resources,
 ``compact`` the history, ``drop_watches`` (a network blip), ``go_down`` / ``come_back`` (the API
-server unreachable), ``send_bookmarks``, ``forbidden`` plurals (RBAC), and per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
+server unreachable; it keeps its history, so a restart is ``go_down`` and ``compact``: a real API
+server's watch cache starts over from the present), ``send_bookmarks``, ``forbidden`` plurals
+(RBAC), and per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
 """
 from __future__ import annotations
 

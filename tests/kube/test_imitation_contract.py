@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -86,13 +87,21 @@ class Backend:
             assert self.plane is not None
             self.plane.kubectl("delete", "crd", WIDGETS_CRD["metadata"]["name"], "--wait=false", "--ignore-not-found")
 
-    def forget_history(self) -> None:
-        """Make every resourceVersion seen so far too old to watch from."""
+    def stop(self) -> None:
+        """The API server stops; restarted, it has forgotten its history (the imitation is told:
+        its ``go_down`` alone keeps the history, as an API server that is only unreachable does)."""
         if self.imitation is not None:
+            self.imitation.go_down()
             self.imitation.compact()
-        else:  # the watch cache starts over from the present when the API server starts
+        else:
             assert self.plane is not None
             self.plane.stop_apiserver()
+
+    def start(self) -> None:
+        if self.imitation is not None:
+            self.imitation.come_back()
+        else:  # its watch cache starts over from the present
+            assert self.plane is not None
             self.plane.start_apiserver()
 
     def unauthorized(self, *plurals: str) -> Any:
@@ -280,11 +289,32 @@ def test_a_bookmark_carries_only_the_kind_and_the_latest_version(backend: Backen
             "LimitRange", "v1", {"resourceVersion": latest})
 
 
-def test_a_watch_from_a_forgotten_version_gets_410_expired_in_the_stream(backend: Backend) -> None:
+def test_across_a_restart_watches_end_requests_fail_and_older_versions_get_410_expired(backend: Backend) -> None:
     backend.put("a")
     since = get_json(backend.api, collection(backend))["metadata"]["resourceVersion"]
     backend.put("b")
-    backend.forget_history()
+    open_watch = request(backend.api, collection(backend), watch="true", resourceVersion=since, timeoutSeconds=300)
+    ended: list[str] = []
+
+    def read_to_the_end() -> None:
+        try:
+            ended.extend(json.loads(line)["type"] for line in iter_resp_lines(open_watch.response) if line)
+        except urllib3.exceptions.HTTPError:  # cut off mid-stream
+            pass
+        ended.append("end")
+
+    reader = threading.Thread(target=read_to_the_end, daemon=True)
+    reader.start()
+    wait_for(lambda: ended == ["ADDED"], "the watch to replay the change after its version")
+    backend.stop()
+    try:
+        reader.join(30)
+        assert ended == ["ADDED", "end"], "the watch outlived its API server"
+        # no HTTP answer at all while it is down: the client raises
+        with pytest.raises(urllib3.exceptions.HTTPError):
+            request(backend.api, collection(backend))
+    finally:
+        backend.start()
     events = watch(backend.api, collection(backend), resourceVersion=since)
     assert [event["type"] for event in events] == ["ERROR"]
     status = events[0]["object"]
