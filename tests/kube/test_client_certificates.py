@@ -302,38 +302,64 @@ def test_clients_without_the_certificate_are_refused(setup: Setup, webhook: TlsS
     assert counted[("handshake", "untrusted_client_certificate")] >= 1
 
 
-def test_a_webhook_the_kubeconfig_does_not_name_gets_no_certificate_and_fails_closed(
-        setup: Setup, webhook: TlsServer) -> None:
-    """Registered by URL (``127.0.0.1:PORT``), the webhook matches no user of the doc's kubeconfig:
-    the API server then calls it anonymously, exactly as with no admission configuration at all."""
-    namespace = "unnamed-webhook"
-    setup.plane.kubectl("create", "namespace", namespace)
+def by_url(webhook: TlsServer, namespace: str, ca: Path, rule: dict[str, Any]) -> dict[str, Any]:
+    """A ValidatingWebhookConfiguration "by-url" calling ``webhook`` at ``https://127.0.0.1:PORT``
+    for ``rule`` in ``namespace`` only, failing closed."""
     configuration = {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "by-url"},
         "webhooks": [{
             "name": "by-url.mpijob-webhook.kubeflow.org", "admissionReviewVersions": ["v1"],
             "clientConfig": {"url": f"https://127.0.0.1:{webhook.port}/validate"},
-            "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "operations": ["CREATE"],
-                       "resources": ["mpijobs"]}],
+            "rules": [{"operations": ["CREATE"], **rule}],
             "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 5,
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         }],
     }
-    with_ca_bundle(configuration["webhooks"][0]["clientConfig"], setup.serving.ca_file)
+    with_ca_bundle(configuration["webhooks"][0]["clientConfig"], ca)
+    return configuration
+
+
+def assert_failed_closed_without_a_certificate(plane: ControlPlane, webhook: TlsServer, ca_name: str,
+                                               attempt: Callable[[], subprocess.CompletedProcess[str]]) -> None:
     before = refusals(webhook).get(("/validate", "no_client_certificate"), 0)
-    setup.plane.apply([configuration])
+    refused = eventually(attempt, lambda result: "by-url" in result.stderr)
+    assert refused.returncode == 1
+    # the API server passes on the message of the webhook's 401 Status
+    assert ('Internal error occurred: failed calling webhook "by-url.mpijob-webhook.kubeflow.org": failed to call '
+            f"webhook: /validate needs a TLS client certificate issued by the CA in {ca_name}; the connection "
+            "presented none") in refused.stderr
+    assert refusals(webhook)[("/validate", "no_client_certificate")] > before
+
+
+def test_a_webhook_the_kubeconfig_does_not_name_gets_no_certificate_and_fails_closed(
+        setup: Setup, webhook: TlsServer) -> None:
+    """Registered by URL (``127.0.0.1:PORT``), the webhook matches no user of the doc's kubeconfig:
+    the API server calls it with no certificate, as with no admission configuration at all."""
+    namespace = "unnamed-webhook"
+    setup.plane.kubectl("create", "namespace", namespace)
+    setup.plane.apply([by_url(webhook, namespace, setup.serving.ca_file, {
+        "apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"]})])
     try:
         valid = job("pi") | {"metadata": {"name": "pi", "namespace": namespace}}
-        refused = eventually(lambda: dry_run(setup.plane, valid), lambda result: "by-url" in result.stderr)
-        assert refused.returncode == 1
-        # the API server passes on the message of the webhook's 401 Status
-        assert ('Internal error occurred: failed calling webhook "by-url.mpijob-webhook.kubeflow.org": failed to '
-                f"call webhook: /validate needs a TLS client certificate issued by the CA in {setup.client_ca_file.name}; the "
-                "connection presented none") in refused.stderr
-        assert refusals(webhook)[("/validate", "no_client_certificate")] > before
+        assert_failed_closed_without_a_certificate(setup.plane, webhook, setup.client_ca_file.name,
+                                                   lambda: dry_run(setup.plane, valid))
     finally:
         setup.plane.kubectl("delete", "validatingwebhookconfiguration", "by-url", check=False)
+
+
+def test_an_api_server_without_the_admission_configuration_fails_closed(
+        setup: Setup, webhook: TlsServer, control_plane: ControlPlane, kube_namespace: str) -> None:
+    """The session's control plane has no ``--admission-control-config-file``. The webhook's 401
+    does not depend on the kind (it reads no body), so a ConfigMap create in one namespace stands
+    for an MPIJob: that plane needs no MPIJob CRD, and its other tests are not affected."""
+    control_plane.apply([by_url(webhook, kube_namespace, setup.serving.ca_file, {
+        "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]})])
+    try:
+        assert_failed_closed_without_a_certificate(control_plane, webhook, setup.client_ca_file.name, lambda: (
+            control_plane.kubectl("create", "configmap", "c", "-n", kube_namespace, "--dry-run=server", check=False)))
+    finally:
+        control_plane.kubectl("delete", "validatingwebhookconfiguration", "by-url", check=False)
 
 
 def conversion_read(plane: ControlPlane, name: str) -> subprocess.CompletedProcess[str]:
