@@ -10,8 +10,10 @@ What it speaks, like kube-apiserver:
   kind carry no ``kind`` and ``apiVersion``, those of a custom resource do;
 - ``?watch=true&resourceVersion=N`` streams newline-delimited events (chunked) after ``N``:
   ``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK`` (with ``allowWatchBookmarks``) and, when ``N``
-  is older than the retained history, an ``ERROR`` event carrying a 410 ``Expired`` Status (or,
-  with ``gone_as_http_status``, an HTTP 410 answer); ``timeoutSeconds`` ends the stream;
+  is older than the retained history, an ``ERROR`` event carrying a 410 ``Expired`` Status, as a
+  1.36 API server's watch cache sends it (with ``gone_as_http_status``, an HTTP 410 answer instead,
+  which 1.36 does not give: kept so the caches are tested against both); ``timeoutSeconds`` ends
+  the stream;
 - discovery (``/apis``, ``/apis/{group}``, ``/apis/{group}/{version}``) for what is installed; a
   resource that is not installed answers 404 like the real server: the plain-text ``404 page not
   found`` when no version of its group is served (a CRD absent), a NotFound Status otherwise;
