@@ -5,16 +5,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from policies.interface import Finding, Mutation, Problem, Rule, RuleContext
+from policies.interface import Action, Finding, Mutation, Problem, Rule, RuleContext
 from policies.cluster_view import ClusterView
 from policies.conversion import advisory
 from policies.engine import CLUSTER_STATE_RULE, MutationResult, Outcome, Verdict, evaluate, json_patch, mutate
 from policies.mpijob.reading import HUB_VERSION
 from policies.config.layered_policy import Policy
 from policies.config.rule_settings import Settings
+from policies.mpijob.kueue_changes import only_kueue_changes
 from policies.mpijob.pruning_defaulting import as_admitted
 from policies.registry import TRAINJOB_RULES
 from policies.trainer.api import KUEUE_MANAGER, KUEUE_POD_SET
@@ -25,6 +26,7 @@ from webhook import responses
 from webhook.responses import AdmissionReviewAnswer
 from webhook.conversion_review import hub_converter
 from webhook.review import AdmissionRequest
+from webhook.unlisted_kueue import UnlistedKueue, kueue_service_account
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +56,14 @@ HubConverter = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]
 class Admission:
     policy: Callable[[], Policy]
     cluster: ClusterView
+    # What TrainJobs are checked against (None: ``cluster``): the same caches, where the Trainer's
+    # runtimes also decide whether cluster state is available (watch_caches.ClusterCaches.for_job_kind).
+    trainjob_cluster: ClusterView | None = None
     observers: list[Observer] = field(default_factory=list)
     to_hub: HubConverter = hub_converter()  # the conversion webhook's own converter
     rules: Sequence[Rule] | None = None  # None: every rule of policies.registry
     mutations: Sequence[Mutation] | None = None  # None: every mutation of policies.registry
+    unlisted_kueue: UnlistedKueue = field(default_factory=UnlistedKueue)
 
     # --- validating -------------------------------------------------------------------------
     def validate(self, req: AdmissionRequest) -> AdmissionReviewAnswer:
@@ -74,13 +80,32 @@ class Admission:
             return self._allow(req, "validate", "older-version", warnings=[self._older_version_warning(req)])
         if req.operation == "UPDATE" and self._spec_unchanged(req):
             return self._allow(req, "validate", "unchanged-spec")
-        settings = self._settings(req)
+        policy = self.policy()
+        settings = self._settings(req, policy)
         if settings is None:
             return self._allow(req, "validate", "exempt")
         old = self._hub_object(req.old_object, req) if req.operation == "UPDATE" else None
         verdict = evaluate(self._context(req, job, settings, old), self.rules)
+        if old is not None and self._by_kueue(req, policy, old, job):
+            verdict, note = _not_denied_for_kueue(verdict, req.user.username)
+            decision = Decision("validate", req, verdict.allowed, "kueue-admission", verdict=verdict)
+            return responses.from_verdict(req, verdict, extra_warnings=note), decision
         decision = Decision("validate", req, verdict.allowed, "checked", verdict=verdict)
         return responses.from_verdict(req, verdict, extra_warnings=self._conversion_warnings(req)), decision
+
+    def _by_kueue(self, req: AdmissionRequest, policy: Policy, old: Any, job: Any) -> bool:
+        """Kueue starting or stopping an MPIJob: an UPDATE from one of the policy's
+        ``kueueUsernames`` that changes only what Kueue writes (``policies.mpijob.kueue_changes``).
+        Those fields are Kueue's by convention only, and anyone allowed to update an MPIJob can
+        write them: from anyone else the same update is checked like any other. A ServiceAccount
+        named like Kueue's that the list does not name gets the same check, and a warning in the
+        log (``webhook.unlisted_kueue``)."""
+        username = req.user.username
+        if username in policy.kueue_usernames:
+            return only_kueue_changes(old, job)
+        if kueue_service_account(username) and only_kueue_changes(old, job):
+            self.unlisted_kueue.saw(username, policy.kueue_usernames, f"{req.kind} {req.namespace}/{req.name}")
+        return False
 
     # --- mutating ---------------------------------------------------------------------------
     def mutate(self, req: AdmissionRequest) -> AdmissionReviewAnswer:
@@ -138,6 +163,8 @@ class Admission:
         policy = self.policy()
         if req.operation == "UPDATE" and req.user.username in policy.kueue_usernames and self._kueue_admission(req):
             return self._allow(req, "validate", "kueue-admission")
+        if req.operation == "UPDATE" and kueue_service_account(req.user.username) and self._kueue_admission(req):
+            self.unlisted_kueue.saw(req.user.username, policy.kueue_usernames, f"{req.kind} {req.namespace}/{req.name}")
         settings = self._settings(req, policy)
         if settings is None:
             return self._allow(req, "validate", "exempt")
@@ -216,11 +243,12 @@ class Admission:
     def _review(self, req: AdmissionRequest, obj: Mapping[str, Any], settings: Settings,
                 old: Mapping[str, Any] | None, inputs_key: bytes | str | None) -> TrainJobReview:
         pinned = settings.params(TRAINING_RUNTIME_RULE).api_shape
-        return review_trainjob(obj, req.namespace, self.cluster, pinned_shape=pinned, old_trainjob=old,
+        return review_trainjob(obj, req.namespace, self._trainjob_view, pinned_shape=pinned, old_trainjob=old,
                                inputs_key=inputs_key)
 
     def _runtime_unknown(self, review: TrainJobReview) -> Finding:
-        reason = "" if self.cluster.available else f" ({self.cluster.unavailable_reason})"
+        view = self._trainjob_view
+        reason = "" if view.available else f" ({view.unavailable_reason})"
         return Finding(
             CLUSTER_STATE_RULE, "spec.runtimeRef.name",
             f"{review.runtime_label} is not known to the webhook{reason}: it is not created yet, or its watch "
@@ -330,16 +358,38 @@ class Admission:
             req.object.get("spec") == old.get("spec")
 
     def _settings(self, req: AdmissionRequest, policy: Policy | None = None) -> Settings | None:
-        namespace = self.cluster.namespace(req.namespace) if self.cluster.available else None
+        view = self._cluster_for(req)
+        namespace = view.namespace(req.namespace) if view.available else None
         labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
         return (policy or self.policy()).settings_for(req.namespace, labels)
+
+    @property
+    def _trainjob_view(self) -> ClusterView:
+        return self.cluster if self.trainjob_cluster is None else self.trainjob_cluster
+
+    def _cluster_for(self, req: AdmissionRequest) -> ClusterView:
+        return self._trainjob_view if req.is_trainjob else self.cluster
 
     def _context(self, req: AdmissionRequest, job: Any, settings: Settings, old: Any) -> RuleContext:
         return RuleContext(
             operation=req.operation, job=job, namespace=req.namespace, name=req.name,
-            settings=settings, cluster=self.cluster, old_job=old if isinstance(old, Mapping) else None,
+            settings=settings, cluster=self._cluster_for(req), old_job=old if isinstance(old, Mapping) else None,
             generated_name=req.generated_name, user=req.user, dry_run=req.dry_run,
         )
+
+
+def _not_denied_for_kueue(verdict: Verdict, username: str) -> tuple[Verdict, list[str]]:
+    """Kueue's update is never denied, or a job it admitted could never start (nor one it
+    preempts stop): every denial becomes a warning, in the answer, the audit annotations
+    (``warned-by``), the audit log and the metrics. A rule that failed still refuses the
+    request: nothing is allowed unchecked. With the warnings, one line saying why they do not
+    block (none when nothing would have)."""
+    if not verdict.denials:
+        return verdict, []
+    outcomes = tuple(Outcome(o.finding, Action.WARN) if o.action is Action.DENY else o for o in verdict.outcomes)
+    note = (f"not denied: Kueue ({username}) started or stopped the job, changing only runPolicy.suspend and the pod "
+            "templates' scheduling fields; the findings below deny this update from anyone else")
+    return replace(verdict, outcomes=outcomes), [note]
 
 
 def _without_kueue_overrides(overrides: Any) -> list[Any]:

@@ -46,6 +46,9 @@ class ServeOptions:
     audit_log: bool = True
     # Where cluster state comes from: this kubeconfig, else the pod's ServiceAccount (not with --dev).
     kubeconfig: Path | None = None
+    # How long a cache cut off from the API server is trusted, and how often a CRD not installed
+    # is looked for again (docs/cluster-checks.md).
+    cluster_timing: watch_caches.Timing = watch_caches.Timing()
     # Per-node capacity for v1alpha1 jobs sized by gpus/processingUnits that do not give it.
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE
     # Memory the request bodies of one worker may take at once (webhook.body_budget).
@@ -53,12 +56,14 @@ class ServeOptions:
 
 
 def build_runtime(options: ServeOptions) -> Runtime:
-    view, readiness = watch_caches.connect(options.kubeconfig, dev=options.dev, on_sync=metrics.record_cache_sync)
-    runtime = default_runtime(cluster=view)
+    cluster = watch_caches.connect(options.kubeconfig, dev=options.dev, timing=options.cluster_timing,
+                                   on_sync=metrics.record_cache_sync)
+    runtime = default_runtime(cluster=cluster.mpijobs)
+    runtime.admission.trainjob_cluster = cluster.trainjobs
     runtime.body_budget = body_budget(options)
     configure_conversion(runtime, ConversionOptions(gpus_per_node=options.gpus_per_node))
-    if readiness is not None:
-        runtime.readiness_checks["cluster"] = readiness
+    if cluster.readiness is not None:
+        runtime.readiness_checks["cluster"] = cluster.readiness
     if options.client_ca_file is not None:
         runtime.client_auth = ClientAuthentication(options.client_ca_file, frozenset(options.client_names),
                                                    options.client_auth_paths)

@@ -33,6 +33,12 @@ AUTHENTICATABLE_PATHS = ("/validate", "/mutate", "/convert")
 DEFAULT_PATHS = frozenset(("/validate", "/mutate"))
 
 
+# (endpoint, reason) of every Refusal this module makes: the metrics' label values.
+REFUSALS = (*((path, reason) for path in AUTHENTICATABLE_PATHS
+              for reason in ("no_client_certificate", "client_name_not_allowed")),
+            ("handshake", "untrusted_client_certificate"))
+
+
 @dataclass(frozen=True)
 class ClientAuthentication:
     ca_file: Path

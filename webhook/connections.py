@@ -268,6 +268,10 @@ class Connection:
             return "a client"
 
 
+# Why a connection is closed before it was served a request (the metrics' label values).
+DROP_REASONS = ("deadline", "evicted", "handshake_failed", "untrusted_client_certificate", "head_too_large")
+
+
 @dataclass(frozen=True)
 class ConnectionHooks:
     """What the worker reports, from its loop (cheap, must not raise)."""

@@ -56,6 +56,11 @@ MAX_PENDING = 20_000
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONVERSION_RESULTS = ("success", "failed")
 RELOAD_RESULTS = ("success", "invalid", "missing")
+# The (endpoint, operation) pairs the webhook configurations send (manifests/base/webhooks.yaml),
+# and every decision label: each series exists from the first scrape (see _zero_known_series).
+ADMISSION_CALLS = (("validate", "CREATE"), ("validate", "UPDATE"), ("mutate", "CREATE"))
+DECISIONS = ("allowed", "denied", "error")
+BAD_REQUEST_ENDPOINTS = ("validate", "mutate", "convert")
 
 
 class _Children:
@@ -130,6 +135,52 @@ class _Metrics:
             "Admission and conversion requests refused because the client is not authenticated, by "
             "endpoint and reason (handshake: its certificate was refused during the TLS handshake).",
             ["endpoint", "reason"]))
+        self._zero_known_series()
+
+    def _zero_known_series(self) -> None:
+        """Every labelled counter and histogram at 0 for each label value known in advance, as
+        Prometheus' instrumentation guidance asks: a series that appears only when it first
+        counts makes a fresh pod's panels say "No data" and ``rate()``/``increase()`` miss that
+        first event. Not the cache sync times: 0 would say a cache last synced in 1970 (an age
+        of decades, and the alert); those appear with each cache's first list, before the pod
+        is ready."""
+        from policies.engine import CLUSTER_STATE_RULE
+        from policies.interface import Action
+        from policies.mpijob.crd_type_check import RULE_ID as SHAPE_RULE
+        from policies.registry import MUTATION_IDS, RULE_IDS
+        from webhook.client_auth import REFUSALS
+        from webhook.connections import DROP_REASONS
+        from webhook.conversion_review import SERVED_VERSIONS
+        from webhook.review import BAD_REVIEW_STATUSES
+
+        flags = (_flag(False), _flag(True))
+        for endpoint, operation in ADMISSION_CALLS:
+            self.duration(endpoint)
+            for decision in DECISIONS:
+                for flag in flags:
+                    self.requests(endpoint, operation, decision, flag)
+        for rule in (SHAPE_RULE, *RULE_IDS, CLUSTER_STATE_RULE):
+            for action in Action:
+                for flag in flags:
+                    self.findings(rule, action.value, flag)
+        for mutation_id in MUTATION_IDS:
+            self.mutations(mutation_id)
+        for endpoint in BAD_REQUEST_ENDPOINTS:
+            for code in (*BAD_REVIEW_STATUSES, 429):
+                self.bad_requests(endpoint, str(code))
+        self.escaped_audit_lines("unencodable")
+        for source in SERVED_VERSIONS:
+            for desired in SERVED_VERSIONS:
+                for result in CONVERSION_RESULTS if source != desired else ():
+                    self.conversions(source, desired, result)
+        for result in RELOAD_RESULTS:
+            self.reloads(result)
+        for state in ("pending", "established"):
+            self.connections(state)
+        for reason in DROP_REASONS:
+            self.dropped_connections(reason)
+        for endpoint, reason in REFUSALS:
+            self.refused_clients(endpoint, reason)
 
 
 _lock = threading.Lock()

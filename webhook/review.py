@@ -47,6 +47,7 @@ class BadReview(Exception):
 
 
 _REASONS = {400: "BadRequest", 408: "Timeout", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType"}
+BAD_REVIEW_STATUSES = tuple(_REASONS)  # every status a BadReview answers with
 
 
 def refuse_declared_length(declared_length: int | None, limit: int = MAX_BODY_BYTES) -> None:

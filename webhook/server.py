@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Flask
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
 
 from webhook.bootstrap import ServeOptions
 from webhook import client_auth, metrics
@@ -53,6 +54,7 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         "limit_request_field_size": 8190,
         "accesslog": None,
         "errorlog": "-",
+        "logger_class": _listening_logger(options),
         "loglevel": "info",
         "proc_name": "mpijob-webhook",
         # gunicornc's control socket: nothing in a pod uses it, it would need a writable $HOME
@@ -62,6 +64,27 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         # disk cannot stall the heartbeat.
         "worker_tmp_dir": "/dev/shm" if os.path.isdir("/dev/shm") else None,
     }
+
+
+# gunicorn's own start-up line; it names every bound socket https:// when TLS is on, the plain
+# health port too.
+_LISTENING = "Listening at: "
+
+
+def _listening_logger(options: ServeOptions) -> type[Logger]:
+    """gunicorn's logger, saying what each port is in its "Listening at" line: an admin who
+    reads https:// for the health port points a probe or a ServiceMonitor at it with the wrong
+    scheme."""
+    described = (f"webhook HTTPS on https://{_address(options.host, options.port)}, "
+                 f"health and metrics plain HTTP on http://{_address(options.host, options.health_port)}")
+
+    class ListeningLogger(Logger):
+        def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+            if isinstance(msg, str) and msg.startswith(_LISTENING) and args:
+                args = (described, *args[1:])
+            super().info(msg, *args, **kwargs)
+
+    return ListeningLogger
 
 
 def _dropped(reason: str, connection: Connection) -> None:

@@ -200,7 +200,7 @@ def _spread(ctx: RuleContext, workload: Workload, asked: int, allowed: int) -> s
     if not isinstance(workers, int) or workers < 1 or allowed < 1:
         return ""
     count = workload.workers.count_source
-    return _keeping_the_total(workers * asked, allowed, *_worker_count_limits(ctx), workload.workers.noun,
+    return _keeping_the_total(workers, asked, allowed, *_worker_count_limits(ctx), workload.workers.noun,
                               count.path if count.offset else "", count.offset)
 
 
@@ -214,16 +214,20 @@ def _worker_count_limits(ctx: RuleContext) -> tuple[int, int | None]:
     return max(params.min, 1), params.max
 
 
-def _keeping_the_total(total: int, allowed: int, fewest: int, most: int | None, noun: str = "worker",
+def _keeping_the_total(workers: int, asked: int, allowed: int, fewest: int, most: int | None, noun: str = "worker",
                        field: str = "", offset: int = 0) -> str:
-    """How to spread ``total`` over more pods. ``field`` and ``offset``: the field the user writes
-    the pod count in, when it is not the count itself (a TrainJob's ``numNodes`` counts the
-    launcher too with ``runLauncherAsNode``): the advice then gives that field's number."""
+    """How to spread the ``workers`` × ``asked`` GPUs over more pods. ``field`` and ``offset``:
+    the field the user writes the pod count in, when it is not the count itself (a TrainJob's
+    ``numNodes`` counts the launcher too with ``runLauncherAsNode``): the advice then gives that
+    field's number. When no pod count the policy allows keeps them, it says so in the numbers
+    the user wrote (pods × GPUs each) beside the most the policy allows, never as a product the
+    user has to recompute."""
+    total = workers * asked
     needed = max(-(-total // allowed), fewest)
     besides = " besides the launcher's" if offset else ""
     if most is not None and needed > most:
-        return (f"; {total} in total cannot fit: worker-count allows at most {plural(most, noun)}{besides}, "
-                f"{most * allowed} at {allowed} each")
+        return (f"; {plural(workers, noun)}{besides} × {asked} each cannot be spread out within the policy: "
+                f"it allows at most {plural(most, noun)}{besides} × {allowed} each")
     each = str(total // needed) if total % needed == 0 else f"at most {allowed}"
     if field:
         return f", and to keep {total} in total over the {noun} pods set {field} to {needed + offset} with {each} each"

@@ -27,7 +27,7 @@ def test_pod_security_admission_runs(control_plane: ControlPlane, kube_namespace
 
 def test_the_api_server_restarts_on_its_port_with_its_data(control_plane: ControlPlane, kube_namespace: str) -> None:
     control_plane.kubectl("create", "configmap", "kept", "-n", kube_namespace)
-    control_plane.stop_apiserver()
+    control_plane.stop_apiserver(grace=3)
     assert not control_plane.apiserver_ready()
     control_plane.start_apiserver()
     assert control_plane.kubectl("get", "configmap", "kept", "-n", kube_namespace).returncode == 0

@@ -127,6 +127,17 @@ def test_gpus_written_in_resources_per_node_are_reported_there_for_launcher_and_
     ]
 
 
+
+def test_gpus_no_allowed_node_count_holds_are_said_in_the_numbers_the_user_wrote():
+    """200 nodes (199 besides the launcher's) of 32: no node count worker-count allows keeps
+    them at 16 each; the message gives nodes × GPUs each, asked and allowed, never a total."""
+    findings = run(GpusPerWorker(), trainjob_like(nodes=200, gpus=32))
+    assert findings[1] == (
+        "[gpus-per-worker] spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: Invalid value: 32: a node pod may "
+        "use at most 16 nvidia.com/gpu (asked 32); lower it to 16 or fewer per pod; 199 nodes besides the launcher's "
+        "× 32 each cannot be spread out within the policy: it allows at most 100 nodes besides the launcher's × 16 "
+        "each")
+
 def test_images_name_the_field_they_were_written_in():
     findings = run(ImageReference(), trainjob_like(image="Bad Image", worker_image="Worse Image"))
     assert [f.split(": Invalid value")[0] for f in findings] == \

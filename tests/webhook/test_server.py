@@ -10,7 +10,8 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from certs import authority
 from webhook.bootstrap import ServeOptions
-from webhook.cli import main
+from webhook.cli import build_parser, main
+from webhook.commands.serve import serve_options
 from webhook.connections import BoundedClientSocket, EventLoopWorker
 from webhook.server import WebhookServer, gunicorn_options
 
@@ -58,6 +59,8 @@ def test_keep_alive_outlasts_the_api_servers_idle_connections(config):
     (["--health-port", "0"], "--health-port must be a port number other than --port"),
     (["--max-pending-connections", "0"], "--max-pending-connections must be at least 1"),
     (["--client-name", "kube-apiserver"], "--client-name and --client-auth-endpoint need --client-ca-file"),
+    (["--cluster-stale-after", "0"], "--cluster-stale-after and --crd-recheck-interval must be positive"),
+    (["--crd-recheck-interval", "-1"], "--cluster-stale-after and --crd-recheck-interval must be positive"),
 ])
 def test_serve_refuses_unusable_flags(flags: list[str], error: str, capsys: pytest.CaptureFixture[str]):
     tls = [] if "--cert-file" in flags else ["--dev"]
@@ -80,3 +83,19 @@ def test_a_worker_freezes_what_it_loaded_out_of_full_collections(tmp_path: Path)
         assert not any(o is loaded for o in gc.get_objects())  # frozen: no longer tracked
     finally:
         gc.unfreeze()
+
+
+def test_the_cluster_timing_flags_reach_the_caches():
+    args = build_parser().parse_args(["serve", "--dev", "--cluster-stale-after", "7", "--crd-recheck-interval", "3"])
+    timing = serve_options(args).cluster_timing
+    assert (timing.stale_after, timing.absent_recheck) == (7.0, 3.0)
+    defaults = serve_options(build_parser().parse_args(["serve", "--dev"])).cluster_timing
+    assert (defaults.stale_after, defaults.absent_recheck) == (30.0, 60.0)
+
+
+def test_the_start_up_log_says_which_port_is_tls_and_which_plain(dev_server):
+    """gunicorn's own line named both ports https://; the health port is plain HTTP."""
+    said = [line.split("] ", 3)[-1] for line in dev_server.output().splitlines() if "Listening at: " in line]
+    assert said == [f"Listening at: webhook HTTPS on https://127.0.0.1:{dev_server.port}, health and metrics plain "
+                    f"HTTP on http://127.0.0.1:{dev_server.health_port} ({dev_server.process.pid})"]
+    assert dev_server.health_request("/healthz")[0] == 200  # what the line says: plain HTTP there

@@ -15,6 +15,7 @@ from webhook import client_auth, create_app, memory_return, metrics, policy_relo
 from webhook.body_budget import SMALL_CHARGE, MiB
 from webhook.bootstrap import ServeOptions, build_runtime, flush_observers
 from webhook.input_files import unreadable
+from webhook.kind_watch import Timing
 from webhook.last_good_policy import LastGoodPolicy
 from webhook.server import WebhookServer, gunicorn_options
 
@@ -84,6 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--kubeconfig", type=Path, metavar="FILE",
                         help="read cluster state (quotas, LimitRanges, nodes, queues, MPIJobs) with this kubeconfig; "
                              "default: the pod's ServiceAccount in a cluster, none with --dev")
+    parser.add_argument("--cluster-stale-after", type=float, default=Timing.stale_after, metavar="SECONDS",
+                        help="skip the cluster checks that read a cache cut off from the API server for longer than "
+                             "this (default %(default)s)")
+    parser.add_argument("--crd-recheck-interval", type=float, default=Timing.absent_recheck, metavar="SECONDS",
+                        help="how often to look again for an optional CRD (Kueue, Kubeflow Trainer) that is not "
+                             "installed (default %(default)s)")
     parser.add_argument("--gpus-per-node", type=int, default=ServeOptions.gpus_per_node, metavar="N",
                         help="GPUs (processing units) per node for converting v1alpha1 jobs sized by gpus or "
                              "processingUnits that do not say (default %(default)s, as the v1alpha1 operator's manifest)")
@@ -101,6 +108,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
                         policy_file=args.policy_file,
                         policy_check_seconds=args.policy_check_interval, audit_log=args.audit_log,
                         kubeconfig=args.kubeconfig, gpus_per_node=args.gpus_per_node,
+                        cluster_timing=Timing(stale_after=args.cluster_stale_after,
+                                              absent_recheck=args.crd_recheck_interval),
                         body_memory_mib=args.body_memory)
 
 
@@ -113,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error("--policy-check-interval must be a positive number of seconds")
     if not args.client_timeout > 0:
         args.parser.error("--client-timeout must be a positive number of seconds")
+    if not (args.cluster_stale_after > 0 and args.crd_recheck_interval > 0):
+        args.parser.error("--cluster-stale-after and --crd-recheck-interval must be positive numbers of seconds")
     if args.gpus_per_node < 1:
         args.parser.error("--gpus-per-node must be at least 1")
     if args.max_pending_connections < 1:

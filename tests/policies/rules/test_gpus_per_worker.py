@@ -191,13 +191,15 @@ def test_a_total_that_no_allowed_worker_count_holds_is_said_to_not_fit():
     allows 100 (and says so in the same answer): no suggestion may contradict it."""
     (finding,) = check(gpu_job(gpus(24), workers=120))
     assert finding.message == ("a worker pod may use at most 16 nvidia.com/gpu (asked 24); lower it to 16 or fewer "
-                               "per pod; 2880 in total cannot fit: worker-count allows at most 100 workers, "
-                               "1600 at 16 each")
+                               "per pod; 120 workers × 24 each cannot be spread out within the policy: it allows at "
+                               "most 100 workers × 16 each")
+    assert "2880" not in finding.message  # a product the user never wrote
 
 
 @pytest.mark.parametrize(("workers", "asked", "fewest", "most", "advice"), [
     (4, 24, 2, 6, ", and to keep 96 in total use 6 workers with 16 each"),
-    (5, 24, 2, 6, "; 120 in total cannot fit: worker-count allows at most 6 workers, 96 at 16 each"),
+    (5, 24, 2, 6, "; 5 workers × 24 each cannot be spread out within the policy: it allows at most 6 workers × 16 "
+                  "each"),
     (2, 17, 4, 100, ", and to keep 34 in total use 4 workers with at most 16 each"),
     (2, 32, 8, 100, ", and to keep 64 in total use 8 workers with 8 each"),
 ], ids=["fits-at-the-maximum", "over-the-maximum", "raised-to-the-minimum", "minimum-divides"])
@@ -207,7 +209,8 @@ def test_the_suggestion_stays_within_the_worker_count_in_force(workers, asked, f
 
 
 SUGGESTION = re.compile(r", and to keep (\d+) in total use (\d+) workers? with (at most )?(\d+) each$")
-CANNOT_FIT = re.compile(r"; (\d+) in total cannot fit: worker-count allows at most (\d+) workers?, (\d+) at (\d+) each$")
+CANNOT_FIT = re.compile(r"; (\d+) workers? × (\d+) each cannot be spread out within the policy: it allows at most "
+                        r"(\d+) workers? × (\d+) each$")
 
 
 @given(workers=st.integers(1, 300), allowed=st.integers(1, 32), extra=st.integers(1, 40),
@@ -224,7 +227,7 @@ def test_every_suggestion_respects_every_limit_in_force(workers, allowed, extra,
     else:
         cannot = CANNOT_FIT.search(finding.message)
         assert cannot, finding.message
-        assert (int(cannot[1]), int(cannot[2]), int(cannot[4])) == (total, most, allowed)
+        assert tuple(map(int, cannot.groups())) == (workers, asked, most, allowed)
         assert most * allowed < total
 
 
