@@ -61,7 +61,7 @@ class Resource:
 MAX_SNAPSHOTS = 256
 EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a consistent list result. You can start "
                     "a new list without the continue parameter.")
-SERVICE_ACCOUNT = "system:serviceaccount:mpijob-webhook:mpijob-webhook"  # the user a 403 names
+SERVICE_ACCOUNT = "system:serviceaccount:mpijob-webhook:mpijob-webhook"  # the user a 403 names by default
 
 CORE = (
     Resource("", "v1", "resourcequotas", "ResourceQuota"),
@@ -110,6 +110,7 @@ class KubeAPI:
         self._bookmarks = 0
         self.gone_as_http_status = False
         self.forbidden: set[str] = set()  # plurals answered 403, like a missing RBAC rule
+        self.user = SERVICE_ACCOUNT  # whom a 403 names
         self.requests: dict[str, int] = {}
         for resource in resources:
             self.install(resource)
@@ -376,12 +377,12 @@ def _status(code: int, reason: str, message: str, details: dict[str, Any] | None
     return {**status, "code": code}
 
 
-def _forbidden(parsed: tuple[str, str, str | None, str], verb: str) -> dict[str, Any]:
-    """The API server's answer to a ServiceAccount that RBAC does not allow ``verb`` on a collection."""
+def _forbidden(parsed: tuple[str, str, str | None, str], verb: str, user: str) -> dict[str, Any]:
+    """The API server's answer to a user that RBAC does not allow ``verb`` on a collection."""
     group, _, namespace, plural = parsed
     scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
     resource = f"{plural}.{group}" if group else plural
-    return _status(403, "Forbidden", f'{resource} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource '
+    return _status(403, "Forbidden", f'{resource} is forbidden: User "{user}" cannot {verb} resource '
                                      f'"{plural}" in API group "{group}" {scope}',
                    details={**({"group": group} if group else {}), "kind": plural})
 
@@ -427,7 +428,7 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 api.requests[key] = api.requests.get(key, 0) + 1
             parsed = _parse_path(url.path)
             if parsed is not None and parsed[3] in api.forbidden:
-                return self._send(403, _forbidden(parsed, "watch" if watching else "list"))
+                return self._send(403, _forbidden(parsed, "watch" if watching else "list", api.user))
             collection = api._find(*parsed[:2], parsed[3]) if parsed else None
             if collection is None:
                 found = api._discovery([p for p in url.path.split("/") if p])

@@ -26,7 +26,7 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 from testing.control_plane import ControlPlane
-from testing.kube_api_server import CORE, MPIJOBS, SERVICE_ACCOUNT, KubeAPI, Resource
+from testing.kube_api_server import CORE, MPIJOBS, KubeAPI, Resource
 
 NAMESPACE_OF_IMITATION = "contract"
 WATCH_SECONDS = 2
@@ -42,6 +42,9 @@ WIDGETS_CRD = {
                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
 }
 WIDGETS_PATH = f"/apis/{WIDGETS.group}/{WIDGETS.version}/{WIDGETS.plural}"
+# A group no test installs (Kueue's and the Trainer's may be, by other tests of the session).
+ABSENT_GROUP_PATH = "/apis/absent.contract.example.org/v1/things"
+UNAUTHORIZED = "contract-reader"
 
 
 @dataclass
@@ -104,18 +107,21 @@ class Backend:
             assert self.plane is not None
             self.plane.start_apiserver()
 
+    @property
+    def unauthorized_user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{UNAUTHORIZED}"
+
     def unauthorized(self, *plurals: str) -> Any:
-        """A client that RBAC does not allow to list or watch ``plurals``: the real server's
-        ServiceAccount mpijob-webhook/mpijob-webhook with no role bound; the imitation told so."""
+        """A client that RBAC does not allow to list or watch ``plurals``: on the real server a
+        ServiceAccount of the test's namespace with no role bound; the imitation is told so."""
         if self.imitation is not None:
             self.imitation.forbidden.update(plurals)
+            self.imitation.user = self.unauthorized_user
             return self.api
         assert self.plane is not None
-        if self.plane.kubectl("get", "namespace", "mpijob-webhook", check=False).returncode != 0:
-            self.plane.kubectl("create", "namespace", "mpijob-webhook")
-        self.plane.kubectl("create", "serviceaccount", "mpijob-webhook", "-n", "mpijob-webhook", check=False)
-        kubeconfig = self.plane.token_kubeconfig(self.directory / "unauthorized.kubeconfig", "mpijob-webhook",
-                                                 "mpijob-webhook", duration="10m")
+        self.plane.kubectl("create", "serviceaccount", UNAUTHORIZED, "-n", self.namespace)
+        kubeconfig = self.plane.token_kubeconfig(self.directory / "unauthorized.kubeconfig", UNAUTHORIZED,
+                                                 self.namespace, duration="10m")
         return self.plane.api_client(kubeconfig)
 
 
@@ -339,25 +345,24 @@ NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Fa
 @pytest.mark.parametrize("watching", [False, True], ids=["list", "watch"])
 def test_a_kind_not_served_is_404(backend: Backend, watching: bool) -> None:
     query = {"watch": "true", "resourceVersion": "1"} if watching else {"limit": 500}
-    # no version of the group served (Kueue or the Trainer not installed): not even a Status
-    assert get(backend.api, "/apis/kueue.x-k8s.io/v1beta1/localqueues", **query) == (404, "404 page not found\n")
+    # no version of the group served (like Kueue or the Trainer not installed): not even a Status
+    assert get(backend.api, ABSENT_GROUP_PATH, **query) == (404, "404 page not found\n")
     status, body = get(backend.api, "/api/v1/nosuchthings", **query)
     assert (status, json.loads(body)) == (404, NOT_FOUND)
 
 
 def test_a_kind_rbac_does_not_allow_is_403_with_the_api_server_s_message(backend: Backend) -> None:
-    api = backend.unauthorized("nodes", "resourcequotas", "localqueues")
+    api = backend.unauthorized("nodes", "resourcequotas", "things")
     for path, verb, resource, group in (("/api/v1/nodes", "list", "nodes", ""),
                                         ("/api/v1/resourcequotas", "watch", "resourcequotas", ""),
                                         # authorization comes first: not installed, still 403
-                                        ("/apis/kueue.x-k8s.io/v1beta1/localqueues", "list", "localqueues",
-                                         "kueue.x-k8s.io")):
+                                        (ABSENT_GROUP_PATH, "list", "things", "absent.contract.example.org")):
         query = {"watch": "true", "resourceVersion": "1"} if verb == "watch" else {"limit": 500}
         status, body = get(api, path, **query)
         named = f"{resource}.{group}" if group else resource
         assert (status, json.loads(body)) == (403, {
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": f'{named} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource "{resource}" in API '
+            "message": f'{named} is forbidden: User "{backend.unauthorized_user}" cannot {verb} resource "{resource}" in API '
                        f'group "{group}" at the cluster scope',
             "reason": "Forbidden", "details": {**({"group": group} if group else {}), "kind": resource}, "code": 403})
 
