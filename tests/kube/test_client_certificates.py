@@ -5,9 +5,11 @@ AdmissionConfiguration and its kubeconfig are the doc's two YAML blocks (only th
 ``/etc/kubernetes/admission/`` folder moved), and the webhook runs with the doc's ``serve`` flags.
 It is registered as the manifests register it: the webhook configurations of
 ``manifests/base/webhooks.yaml`` and the multi-version CRD of ``manifests/crd``, all through the
-Service ``mpijob-webhook/mpijob-webhook`` port 443. Its endpoint is this machine's own address
-(the API server resolves a Service to an endpoint with ``--enable-aggregator-routing``; an
-endpoint may not be a loopback address), so the API server connects as it would to a pod.
+Service ``mpijob-webhook/mpijob-webhook`` port 443, the name the doc's kubeconfig user matches.
+Without a kubelet or kube-proxy a ClusterIP leads nowhere, and an endpoint may not be a loopback
+address, so the Service is of type ExternalName: ``localhost``, which the API server resolves as
+``localhost:443`` (its service resolver without aggregator routing), the webhook listening on
+127.0.0.1:443. Every connection stays on loopback.
 
 A control plane of its own (module scope): the admission configuration is read only when the API
 server starts, and the webhook configurations here fail closed for every MPIJob.
@@ -42,6 +44,7 @@ from testing.tls_server import TlsServer, serving
 DOC = ROOT / "docs" / "security.md"
 DOC_FOLDER = "/etc/kubernetes/admission/"
 SERVICE, NAMESPACE = "mpijob-webhook", "mpijob-webhook"
+SERVICE_PORT = 443  # the manifests' Service port, which the doc's kubeconfig user name implies
 JOBS = "jobs"
 PI = yaml.safe_load((UPSTREAM / "v2beta1" / "pi.yaml").read_text())
 # kubectl's rendering of the webhook's 422 Status (its cause's field, then the cause's message)
@@ -70,15 +73,14 @@ def serve_flags() -> dict[str, str]:
     return dict(re.findall(r"(--client-(?:ca-file|name)) (\S+)", line))
 
 
-def host_address() -> str | None:
-    """An address of this machine that is not loopback (an Endpoints address may not be)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+def loopback_port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.connect(("192.0.2.254", 9))  # no packet is sent: only the route is looked up
+            probe.bind(("127.0.0.1", port))
         except OSError:
-            return None
-        address = probe.getsockname()[0]
-    return None if address.startswith("127.") or address == "0.0.0.0" else address
+            return False
+    return True
 
 
 @dataclass
@@ -86,23 +88,16 @@ class Setup:
     plane: ControlPlane
     folder: Path
     serving: authority.Bundle
-    address: str
     client_ca_file: Path
 
     def webhook(self, name: str, *flags: str) -> Any:
-        """``serve`` with the doc's flags (and ``flags``), on all addresses, like a pod."""
+        """``serve`` with the doc's flags (and ``flags``) on 127.0.0.1:443, where the Service leads."""
         doc = serve_flags()
         return serving(self.folder / name, "--cert-file", str(self.serving.cert_file),
-                       "--key-file", str(self.serving.key_file), "--host", "0.0.0.0", "--workers", "1",
+                       "--key-file", str(self.serving.key_file), "--workers", "1",
                        "--threads", "4", "--client-ca-file", str(self.client_ca_file),
-                       "--client-name", doc["--client-name"], *flags, ca_file=self.serving.ca_file)
-
-    def route_service_to(self, server: TlsServer) -> None:
-        """The Service's one endpoint: this machine's address, the webhook's port."""
-        self.plane.apply([{
-            "apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": SERVICE, "namespace": NAMESPACE},
-            "subsets": [{"addresses": [{"ip": self.address}], "ports": [{"name": "https", "port": server.port}]}],
-        }])
+                       "--client-name", doc["--client-name"], *flags, ca_file=self.serving.ca_file,
+                       port=SERVICE_PORT)
 
 
 def make_client_certificate(folder: Path) -> Path:
@@ -167,9 +162,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         pytest.skip(plane_module.SKIP_REASON)
     if shutil.which("openssl") is None:
         pytest.skip("needs openssl: docs/security.md issues the client certificate with it")
-    address = host_address()
-    if address is None:
-        pytest.skip("needs an address other than loopback: the API server reaches a Service's endpoint there")
+    if not loopback_port_free(SERVICE_PORT):
+        pytest.skip(f"needs 127.0.0.1:{SERVICE_PORT} (root, and the port free): the Service leads there")
     folder = tmp_path_factory.mktemp("client-certificates")
     client_ca_file = make_client_certificate(folder)
     configuration = write_admission_configuration(folder)
@@ -177,16 +171,17 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     bundle = authority.write_bundle(folder / "tls", serving_ca, authority.new_serving_cert(
         serving_ca, [*authority.service_dns_names(SERVICE, NAMESPACE), "localhost"], ["127.0.0.1"]))
     plane = ControlPlane(folder / "control-plane", assets, apiserver_extra_args=(
-        f"--admission-control-config-file={configuration}", "--enable-aggregator-routing=true"))
+        f"--admission-control-config-file={configuration}",))
     try:
         plane.start()
         for namespace in (NAMESPACE, JOBS):
             plane.kubectl("create", "namespace", namespace)
         plane.apply([{"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": NAMESPACE},
-                      "spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}}])
+                      "spec": {"type": "ExternalName", "externalName": "localhost",
+                               "ports": [{"name": "https", "port": SERVICE_PORT}]}}])
         plane.apply(registrations(bundle.ca_file))
         wait_until_established(plane, "mpijobs.kubeflow.org")
-        yield Setup(plane, folder, bundle, address, client_ca_file)
+        yield Setup(plane, folder, bundle, client_ca_file)
     finally:
         plane.stop()
 
@@ -194,10 +189,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 @pytest.fixture
 def webhook(setup: Setup) -> Iterator[TlsServer]:
     """The webhook as the doc configures it: /validate and /mutate need the client certificate.
-    One per test: the API server keeps its connections to a webhook alive, so a new endpoint is
-    used only once the old webhook is gone."""
+    One per test, on the same port: the API server's kept-alive connections to the one before are
+    gone with it, so a test's first call may need a retry (``eventually``)."""
     with setup.webhook("webhook") as server:
-        setup.route_service_to(server)
         yield server
 
 
@@ -216,7 +210,7 @@ def dry_run(plane: ControlPlane, document: dict[str, Any]) -> subprocess.Complet
 
 def eventually(attempt: Callable[[], subprocess.CompletedProcess[str]],
                done: Callable[[subprocess.CompletedProcess[str]], bool]) -> subprocess.CompletedProcess[str]:
-    """The API server's Service routing follows an Endpoints change within moments; wait for it."""
+    """A kept-alive connection of the API server's to the webhook before this one fails one call; retry."""
     deadline = time.monotonic() + CONVERGE_SECONDS
     result = attempt()
     while not done(result) and time.monotonic() < deadline:
@@ -372,7 +366,6 @@ def test_the_api_server_presents_no_certificate_to_the_conversion_webhook(setup:
     ignores the admission configuration's kubeconfig, so /convert stays open by default, and
     asking for a certificate there (``--client-auth-endpoint /convert``) breaks conversion."""
     with setup.webhook("convert-open") as webhook:
-        setup.route_service_to(webhook)
         eventually(lambda: setup.plane.kubectl("apply", "-f", "-", input=json.dumps(job("stored")), check=False),
                    lambda result: result.returncode == 0)
         converted = eventually(lambda: conversion_read(setup.plane, "stored"), lambda result: result.returncode == 0)
@@ -381,7 +374,6 @@ def test_the_api_server_presents_no_certificate_to_the_conversion_webhook(setup:
         assert not {key: n for key, n in refusals(webhook).items() if n}
     with setup.webhook("convert-authenticated", "--client-auth-endpoint", "/validate", "--client-auth-endpoint",
                        "/mutate", "--client-auth-endpoint", "/convert") as strict:
-        setup.route_service_to(strict)
         refused = eventually(lambda: conversion_read(setup.plane, "stored"),
                              lambda result: "conversion webhook" in result.stderr)
         assert refused.returncode == 1
