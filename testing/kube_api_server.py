@@ -5,17 +5,28 @@ What it speaks, like kube-apiserver:
 
 - ``GET /api/v1/{plural}``, ``/api/v1/namespaces/{ns}/{plural}``, ``/apis/{group}/{version}/{plural}``
   and ``/apis/{group}/{version}/namespaces/{ns}/{plural}`` list objects as ``{Kind}List`` with
-  ``metadata.resourceVersion``, paginated with ``limit`` / ``continue`` (a consistent snapshot);
+  ``metadata.resourceVersion``, paginated with ``limit`` / ``continue`` (a consistent snapshot; a
+  token can be used again until ``compact``, then it is answered 410). The items of a built-in
+  kind carry no ``kind`` and ``apiVersion``, those of a custom resource do;
 - ``?watch=true&resourceVersion=N`` streams newline-delimited events (chunked) after ``N``:
   ``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK`` (with ``allowWatchBookmarks``) and, when ``N``
-  is older than the retained history, an ``ERROR`` event carrying a 410 ``Expired`` Status (or,
-  with ``gone_as_http_status``, an HTTP 410 answer); ``timeoutSeconds`` ends the stream;
+  is older than the retained history, an ``ERROR`` event carrying a 410 ``Expired`` Status, as a
+  1.36 API server's watch cache sends it (with ``gone_as_http_status``, an HTTP 410 answer instead,
+  which 1.36 does not give: kept so the caches are tested against both); ``timeoutSeconds`` ends
+  the stream;
 - discovery (``/apis``, ``/apis/{group}``, ``/apis/{group}/{version}``) for what is installed; a
-  resource that is not installed (a CRD absent) answers 404 like the real server.
+  resource that is not installed answers 404 like the real server: the plain-text ``404 page not
+  found`` when no version of its group is served (a CRD absent), a NotFound Status otherwise;
+- a ``forbidden`` plural is answered 403 before anything else (authorization comes first: also
+  when it is not installed), with the API server's message for a ServiceAccount without RBAC.
+
+``tests/kube/test_imitation_contract.py`` runs each of these against a real kube-apiserver too.
 
 Test controls: ``apply`` / ``delete`` objects, ``install`` / ``uninstall`` resources,
 ``compact`` the history, ``drop_watches`` (a network blip), ``go_down`` / ``come_back`` (the API
-server unreachable), ``send_bookmarks``, ``forbidden`` plurals (RBAC), and per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
+server unreachable; it keeps its history, so a restart is ``go_down`` and ``compact``: a real API
+server's watch cache starts over from the present), ``send_bookmarks``, ``forbidden`` plurals
+(RBAC), and per-path request counts. Start with ``with KubeAPI() as api:``; it binds a free port.
 """
 from __future__ import annotations
 
@@ -45,6 +56,12 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+
+# continue tokens kept (each holds the rest of its list); an older one expires (410)
+MAX_SNAPSHOTS = 256
+EXPIRED_CONTINUE = ("The provided continue parameter is too old to display a consistent list result. You can start "
+                    "a new list without the continue parameter.")
+SERVICE_ACCOUNT = "system:serviceaccount:mpijob-webhook:mpijob-webhook"  # the user a 403 names by default
 
 CORE = (
     Resource("", "v1", "resourcequotas", "ResourceQuota"),
@@ -93,6 +110,7 @@ class KubeAPI:
         self._bookmarks = 0
         self.gone_as_http_status = False
         self.forbidden: set[str] = set()  # plurals answered 403, like a missing RBAC rule
+        self.user = SERVICE_ACCOUNT  # whom a 403 names
         self.requests: dict[str, int] = {}
         for resource in resources:
             self.install(resource)
@@ -248,21 +266,23 @@ class KubeAPI:
         with self._cond:
             if token:
                 if token not in self._snapshots:
-                    raise _Gone("the provided continue parameter is too old to display a consistent list result")
-                rv, items = self._snapshots.pop(token)
+                    raise _Gone(EXPIRED_CONTINUE)
+                rv, items = self._snapshots[token]
             else:
                 rv = self._rv
-                items = [copy.deepcopy(o) for (ns, _), o in sorted(collection.objects.items())
+                items = [_as_listed(collection.resource, o) for (ns, _), o in sorted(collection.objects.items())
                          if namespace is None or ns == namespace]
             page, rest = (items[:limit], items[limit:]) if limit else (items, [])
             metadata: dict[str, Any] = {"resourceVersion": str(rv)}
             if rest:
                 next_token = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()
                 self._snapshots[next_token] = (rv, rest)
+                while len(self._snapshots) > MAX_SNAPSHOTS:  # the oldest token expires
+                    del self._snapshots[next(iter(self._snapshots))]
                 metadata["continue"] = next_token
                 metadata["remainingItemCount"] = len(rest)
         return {"kind": f"{collection.resource.kind}List", "apiVersion": collection.resource.api_version,
-                "metadata": metadata, "items": page}
+                "metadata": metadata, "items": copy.deepcopy(page)}
 
     def _watch(self, collection: _Collection, namespace: str | None, since: int | None,
                bookmarks: bool, timeout: float) -> Iterator[dict[str, Any]]:
@@ -306,6 +326,9 @@ class KubeAPI:
                     "kind": collection.resource.kind, "apiVersion": collection.resource.api_version,
                     "metadata": {"resourceVersion": str(bookmark_rv)}}}
 
+    def _serves_group(self, group: str) -> bool:
+        return any(c.resource.group == group for c in self._collections.values())
+
     def _discovery(self, parts: list[str]) -> dict[str, Any] | None:
         groups: dict[str, list[Resource]] = {}
         for collection in self._collections.values():
@@ -324,6 +347,14 @@ class KubeAPI:
         return None
 
 
+def _as_listed(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as a list carries it: a built-in kind's items have no kind and apiVersion (the
+    list says them once), a custom resource's keep theirs."""
+    if resource.group:
+        return obj
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
 def _key(resource: Resource) -> tuple[str, str, str]:
     return resource.group, resource.version, resource.plural
 
@@ -338,9 +369,22 @@ class _Gone(Exception):
     pass
 
 
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+def _status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+              "reason": reason}
+    if details is not None:
+        status["details"] = details
+    return {**status, "code": code}
+
+
+def _forbidden(parsed: tuple[str, str, str | None, str], verb: str, user: str) -> dict[str, Any]:
+    """The API server's answer to a user that RBAC does not allow ``verb`` on a collection."""
+    group, _, namespace, plural = parsed
+    scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+    resource = f"{plural}.{group}" if group else plural
+    return _status(403, "Forbidden", f'{resource} is forbidden: User "{user}" cannot {verb} resource '
+                                     f'"{plural}" in API group "{group}" {scope}',
+                   details={**({"group": group} if group else {}), "kind": plural})
 
 
 def _expired(since: int, oldest: int) -> dict[str, Any]:
@@ -383,16 +427,17 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 key = f"{'WATCH' if watching else 'LIST'} {url.path}"
                 api.requests[key] = api.requests.get(key, 0) + 1
             parsed = _parse_path(url.path)
+            if parsed is not None and parsed[3] in api.forbidden:
+                return self._send(403, _forbidden(parsed, "watch" if watching else "list", api.user))
             collection = api._find(*parsed[:2], parsed[3]) if parsed else None
             if collection is None:
                 found = api._discovery([p for p in url.path.split("/") if p])
                 if found is not None:
                     return self._send(200, found)
-                return self._send(404, _status(404, "NotFound", "the server could not find the requested resource"))
-            if collection.resource.plural in api.forbidden:
-                return self._send(403, _status(403, "Forbidden", f'{collection.resource.plural} is forbidden: User '
-                                                                 f'"system:serviceaccount:mpijob-webhook:mpijob-webhook" '
-                                                                 f'cannot list resource "{collection.resource.plural}"'))
+                if parsed is not None and parsed[0] and not api._serves_group(parsed[0]):
+                    return self._send_text(404, "404 page not found\n")
+                return self._send(404, _status(404, "NotFound", "the server could not find the requested resource",
+                                               details={}))
             assert parsed is not None  # a collection was found in it
             namespace = parsed[2] if collection.resource.namespaced else None
             if watching:
@@ -426,6 +471,14 @@ def _handler(api: KubeAPI) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def _send_text(self, code: int, text: str) -> None:
+            data = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _send(self, code: int, body: Mapping[str, Any]) -> None:
             data = json.dumps(body, separators=(",", ":")).encode()

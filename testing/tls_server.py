@@ -92,10 +92,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(directory: Path, *flags: str, ca_file: Path | None = None) -> Iterator[TlsServer]:
+def serving(directory: Path, *flags: str, ca_file: Path | None = None, port: int | None = None) -> Iterator[TlsServer]:
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "server.log"
-    port = free_port()
+    port = port or free_port()
     health_port = free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen(
