@@ -1,7 +1,7 @@
 """The CEL environment the exported policies are checked in is the API server's (1.29–1.36):
 every function declared as upstream declares it, and every exported expression compiles there.
 
-`webhook/cel/type_check.py` does what the API server does with a policy: compiles it when it is
+`webhook/cel/cel_type_check.py` does what the API server does with a policy: compiles it when it is
 created (object and params ``dyn``; a problem refuses the policy) and type-checks it against the
 schema of the resource it matches (a problem is a ``status.typeChecking`` warning)."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ from policies.vap import objects
 from testing.crd import OBJECT_META, openapi_schema
 from testing.reference_data import DATA, TRAINER
 from tests.vap.corpus import policies
-from webhook.cel import declarations, type_check
+from webhook.cel import cel_type_check as type_check
+from webhook.cel import declarations
 from webhook.cel.policy_admission import PolicyRefused, Request, review
 
 POLICIES = policies()

@@ -7,7 +7,7 @@ Taken from the declarations themselves, not the doc comments (quantity.go docume
 ``q.sign()``; it declares ``sign(q)``): the Kubernetes libraries in
 k8s.io/apiserver/pkg/cel/library (quantity.go, lists.go, regex.go, urls.go), cel-go's standard
 library, and cel-go's ``ext.Strings`` at version 2 (the API server's from 1.29). A function not
-here is refused by ``type_check``: the libraries not used by the export (ip, cidr, format,
+here is refused by ``cel_type_check``: the libraries not used by the export (ip, cidr, format,
 semver, image, authz, sets) are left out on purpose, and ``mul``, ``div``, ``divInt`` (quantity)
 and ``includes`` (lists) too: upstream has not assigned them a Kubernetes version yet.
 

@@ -10,7 +10,7 @@ strings):
   ``replace``.
 
 cel-python calls ``x.f(y)`` and ``f(x, y)`` alike: which of the two the API server declares
-(``sign(q)`` but ``q.isInteger()``) is held by ``declarations`` and checked by ``type_check``
+(``sign(q)`` but ``q.isInteger()``) is held by ``declarations`` and checked by ``cel_type_check``
 before any policy is evaluated (``policy_admission``).
 
 A call with arguments of the wrong type raises TypeError, which cel-python reports as "no

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.cel import cel_runtime as evaluator
-from webhook.cel import type_check
+from webhook.cel import cel_type_check as type_check
 
 NAME_LABEL = "kubernetes.io/metadata.name"
 # k8s.io/apiserver/pkg/apis/cel: PerCallLimit and RuntimeCELCostBudget.
@@ -84,7 +84,7 @@ class Request:
 
 class PolicyRefused(ValueError):
     """A policy the API server would refuse to create: an expression that does not compile in
-    its CEL environment (``type_check``). It never answers a request, so it has no verdict."""
+    its CEL environment (``cel_type_check``). It never answers a request, so it has no verdict."""
 
     def __init__(self, name: str, problems: Sequence[str]) -> None:
         super().__init__(f"the API server would refuse ValidatingAdmissionPolicy {name!r}: " + "; ".join(problems))
@@ -95,8 +95,8 @@ def review(objects: Iterable[Mapping[str, Any]], request: Request) -> Review:
     """The API server's answers; raises PolicyRefused for a policy it would not have created."""
     objects = list(objects)
     policies = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"}
-    for name, policy in policies.items():
-        problems = _compile_problems(_expressions(policy))
+    for name, created in policies.items():
+        problems = _compile_problems(_expressions(created))
         if problems:
             raise PolicyRefused(name, problems)
     bindings = [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicyBinding"]

@@ -1,5 +1,5 @@
 """The syntax tree of a CEL expression, small and plain: cel-python's parse tree (lark) with
-the grammar's one-child wrappers dropped. Read by the type checker (``type_check``) and the
+the grammar's one-child wrappers dropped. Read by the type checker (``cel_type_check``) and the
 tests' schema reads."""
 from __future__ import annotations
 

@@ -32,7 +32,10 @@ NUMBERS = ("int", "uint", "double")
 TYPE_NAMES = {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
 _ORDERED = ("int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration")
 # The operators' overloads (cel-go's standard declarations), with CrossTypeNumericComparisons.
-OPERATORS: dict[str, list[tuple[tuple[Type, ...], Type]]] = {
+Signature = tuple[tuple[Type, ...], Type]
+_SAME_TYPE_ORDER: list[Signature] = [((t, t), "bool") for t in _ORDERED]
+_CROSS_NUMERIC_ORDER: list[Signature] = [((a, b), "bool") for a in NUMBERS for b in NUMBERS if a != b]
+OPERATORS: dict[str, list[Signature]] = {
     "add": [(("int", "int"), "int"), (("uint", "uint"), "uint"), (("double", "double"), "double"),
             (("string", "string"), "string"), (("bytes", "bytes"), "bytes"),
             ((("list", "A"), ("list", "A")), ("list", "A")), (("duration", "duration"), "duration"),
@@ -43,9 +46,10 @@ OPERATORS: dict[str, list[tuple[tuple[Type, ...], Type]]] = {
     "mul": [((t, t), t) for t in NUMBERS],
     "div": [((t, t), t) for t in NUMBERS],
     "mod": [(("int", "int"), "int"), (("uint", "uint"), "uint")],
-    "order": [((t, t), "bool") for t in _ORDERED] + [((a, b), "bool") for a in NUMBERS for b in NUMBERS if a != b],
+    "order": _SAME_TYPE_ORDER + _CROSS_NUMERIC_ORDER,
     "in": [(("A", ("list", "A")), "bool"), (("A", ("map", "A", "B")), "bool")],
     "neg": [(("int",), "int"), (("double",), "double")],
+    "cond": [(("A", "A"), "A")],
 }
 ORDER = {"lt", "le", "gt", "ge"}
 
@@ -173,7 +177,7 @@ class Check:
             return self._operator("-_", OPERATORS["neg"], [self.type_of(kids[0], local)])
         if kind == "cond":
             self._expect(kids[0], local, "bool", "_?_:_")
-            return self._operator("_?_:_", [(("A", "A"), "A")], [self.type_of(k, local) for k in kids[1:]])
+            return self._operator("_?_:_", OPERATORS["cond"], [self.type_of(k, local) for k in kids[1:]])
         if kind == "rel":
             return self._relation(str(node.value), [self.type_of(k, local) for k in kids])
         if kind == "arith":
@@ -371,14 +375,19 @@ def compile_problems(policy: Mapping[str, Any]) -> list[str]:
 
 
 # The admission request as the API server declares it to CEL (AdmissionRequest's fields).
-_KIND = {"group": "string", "version": "string", "kind": "string"}
-_RESOURCE = {"group": "string", "version": "string", "resource": "string"}
-_USER = {"username": "string", "uid": "string", "groups": ("list", "string"),
+_KIND: dict[str, Type] = {"group": "string", "version": "string", "kind": "string"}
+_RESOURCE: dict[str, Type] = {"group": "string", "version": "string", "resource": "string"}
+_USER: dict[str, Type] = {"username": "string", "uid": "string", "groups": ("list", "string"),
          "extra": ("map", "string", ("list", "string"))}
-_REQUEST = {"kind": ("object", "request.kind"), "resource": ("object", "request.resource"), "subResource": "string",
+_REQUEST: dict[str, Type] = {"kind": ("object", "request.kind"), "resource": ("object", "request.resource"), "subResource": "string",
             "requestKind": ("object", "request.kind"), "requestResource": ("object", "request.resource"),
             "requestSubResource": "string", "name": "string", "namespace": "string", "operation": "string",
             "userInfo": ("object", "request.userInfo"), "dryRun": "bool", "options": DYN}
+def _fields(declared: Mapping[str, Type]) -> Callable[[str], Type | None]:
+    return lambda name: declared.get(name)
+
+
 REQUEST_FIELDS: dict[str, Callable[[str], Type | None]] = {
-    "request": _REQUEST.get, "request.kind": _KIND.get, "request.resource": _RESOURCE.get, "request.userInfo": _USER.get}
+    "request": _fields(_REQUEST), "request.kind": _fields(_KIND), "request.resource": _fields(_RESOURCE),
+    "request.userInfo": _fields(_USER)}
 REQUEST_ROOTS: dict[str, Type] = {"request": ("object", "request")}
