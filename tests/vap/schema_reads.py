@@ -28,12 +28,14 @@ export does not use it), and a key proven present only through a variable's valu
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from testing.crd import OBJECT_META  # what CEL reads of metadata: the CRD says only "object"
+from policies.vap.shared_parts import PREFIX as SHARED
 from webhook.cel.syntax import Node, parse
 
 ROOTS = ("object", "oldObject")
@@ -284,11 +286,32 @@ def check_expression(checker: Checker, expression: str, facts: Iterable[str] = (
     return checker.problems[before:]
 
 
+def unshared(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy with each shared part (policies.vap.shared_parts) written back where it is
+    read: the API server evaluates it there, first read, with what holds there."""
+    shared = {v["name"]: v["expression"] for v in policy["spec"].get("variables", ()) if v["name"].startswith(SHARED)}
+    def expand(text: str) -> str:
+        while True:
+            expanded = re.sub(r"variables\.(" + SHARED + r"\d+)\b", lambda m: f"({shared[m.group(1)]})", text)
+            if expanded == text:
+                return text
+            text = expanded
+
+    spec = policy["spec"]
+    return {**policy, "spec": {
+        **spec,
+        "variables": [{**v, "expression": expand(v["expression"])} for v in spec.get("variables", ())
+                      if v["name"] not in shared],
+        "validations": [{k: expand(x) if k in ("expression", "messageExpression") else x for k, x in v.items()}
+                        for v in spec.get("validations", ())]}}
+
+
 def policy_problems(policy: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Every unjustified read in a ValidatingAdmissionPolicy's variables, validations and
     messages, as ``<variable or validation>: <path>: <problem>``."""
     checker = Checker(schema)
     found: list[str] = []
+    policy = unshared(policy)
     for variable in policy["spec"].get("variables", ()):
         # Evaluated wherever it is first read: it must hold on its own.
         checker.variables[variable["name"]] = checker.walk(parse(variable["expression"]), {}, frozenset())
