@@ -92,11 +92,17 @@ def quantity(value: str) -> str:
     return f"quantity(string({value}))"
 
 
+def sign(q: str) -> str:
+    """-1, 0 or 1. The API server declares ``sign`` a global function, ``sign(q)``, not a
+    method (quantity.go's declaration; its doc comment says otherwise)."""
+    return f"sign({q})"
+
+
 def whole_and_not_negative(value: str) -> str:
     """A quantity with no fraction, within int64, and not below zero: how extended resources
     must be written."""
     q = quantity(value)
-    return f"({is_quantity(value)} && {q}.isInteger() && {q}.sign() >= 0)"
+    return f"({is_quantity(value)} && {q}.isInteger() && {sign(q)} >= 0)"
 
 
 def whole_amount(value: str) -> str:

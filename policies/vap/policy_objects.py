@@ -28,6 +28,7 @@ from policies.vap.rules import (
     slots_per_worker_cel as slots_per_worker,
     worker_count_cel as worker_count,
 )
+from policies.vap.shared_parts import share
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 DEFAULT_PREFIX = "mpijob-webhook"
@@ -93,7 +94,9 @@ def objects(policy: Policy, prefix: str = DEFAULT_PREFIX, kinds: Sequence[str] =
     exported = export(policy, prefix) if "MPIJob" in kinds else []
     if "TrainJob" in kinds:
         exported += export_trainjobs(policy, prefix)
-    return [e.policy for e in exported] + [e.binding for e in exported]
+    # Repeated and overlong CEL written once, as variables (policies.vap.shared_parts).
+    policies = [{**e.policy, "spec": share(e.policy["spec"])} for e in exported]
+    return policies + [e.binding for e in exported]
 
 
 def export_rule(policy: Policy, prefix: str, rule: str, validations: Sequence[Validation],

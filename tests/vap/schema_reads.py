@@ -28,84 +28,21 @@ export does not use it), and a key proven present only through a variable's valu
 """
 from __future__ import annotations
 
-import ast
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import lark
-
 from testing.crd import OBJECT_META  # what CEL reads of metadata: the CRD says only "object"
-from webhook.cel.cel_runtime import compile_expression
+from policies.vap.shared_parts import PREFIX as SHARED
+from webhook.cel.syntax import Node, parse
 
 ROOTS = ("object", "oldObject")
 MACROS = {"all", "exists", "exists_one", "map", "filter"}
 # The API server sets these on every object it admits.
 ALWAYS_SET = {"apiVersion", "kind", "metadata"}
 UPDATE = "update"
-LITERAL_TYPES = {"STRING_LIT": "string", "MLSTRING_LIT": "string", "INT_LIT": "integer", "UINT_LIT": "integer",
-                 "FLOAT_LIT": "number", "BOOL_LIT": "boolean", "NULL_LIT": "null", "BYTES_LIT": "bytes"}
-
-
-# --- a small syntax tree ------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)  # compared and hashed by identity: trees are parsed once
-class Node:
-    kind: str  # ident lit select index call method and or not neg cond rel arith list map
-    children: tuple[Node, ...] = ()
-    value: Any = None  # the name, field, operator, or (type, value) of a literal
-
-
-@lru_cache(maxsize=None)
-def parse(expression: str) -> Node:
-    return _convert(compile_expression(expression))
-
-
-def _convert(tree: Any) -> Node:
-    data, kids = str(tree.data), [c for c in tree.children if c is not None]
-    if data in ("expr", "conditionalor", "conditionaland") and len(kids) == 1:
-        return _convert(kids[0])
-    if data == "expr":
-        return Node("cond", tuple(_convert(k) for k in kids))
-    if data in ("conditionalor", "conditionaland"):
-        return Node("or" if data == "conditionalor" else "and", (_convert(kids[0]), _convert(kids[1])))
-    if data in ("relation", "addition", "multiplication"):
-        if len(kids) == 1:
-            return _convert(kids[0])
-        operator, right = kids
-        kind = "rel" if data == "relation" else "arith"
-        return Node(kind, (_convert(operator.children[0]), _convert(right)), str(operator.data).split("_", 1)[1])
-    if data == "unary":
-        if len(kids) == 1:
-            return _convert(kids[0])
-        return Node("not" if str(kids[0].data) == "unary_not" else "neg", (_convert(kids[1]),))
-    if data in ("member", "primary", "paren_expr"):
-        return _convert(kids[0])
-    if data == "member_dot":
-        return Node("select", (_convert(kids[0]),), str(kids[1]))
-    if data == "member_dot_arg":
-        arguments = _list(kids[2]) if len(kids) > 2 else []
-        return Node("method", (_convert(kids[0]), *arguments), str(kids[1]))
-    if data == "member_index":
-        return Node("index", (_convert(kids[0]), _convert(kids[1])))
-    if data == "ident_arg":
-        return Node("call", tuple(_list(kids[1])) if len(kids) > 1 else (), str(kids[0]))
-    if data == "ident":
-        return Node("ident", (), str(kids[0]))
-    if data == "literal":
-        token = kids[0]
-        kind = LITERAL_TYPES[token.type]
-        value = ast.literal_eval(str(token)) if kind == "string" and str(token)[:1] not in "rR" else str(token)
-        return Node("lit", (), (kind, value))
-    if data == "list_lit":
-        return Node("list", tuple(_list(kids[0])) if kids else ())
-    if data == "map_lit":
-        return Node("map", tuple(_convert(k) for k in kids[0].children) if kids else ())
-    raise ValueError(f"CEL syntax not modelled here: {data}")
-
-
-def _list(exprlist: Any) -> list[Node]:
-    return [_convert(c) for c in exprlist.children] if isinstance(exprlist, lark.Tree) else []
 
 
 def canonical(node: Node) -> str | None:
@@ -349,11 +286,32 @@ def check_expression(checker: Checker, expression: str, facts: Iterable[str] = (
     return checker.problems[before:]
 
 
+def unshared(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy with each shared part (policies.vap.shared_parts) written back where it is
+    read: the API server evaluates it there, first read, with what holds there."""
+    shared = {v["name"]: v["expression"] for v in policy["spec"].get("variables", ()) if v["name"].startswith(SHARED)}
+    def expand(text: str) -> str:
+        while True:
+            expanded = re.sub(r"variables\.(" + SHARED + r"\d+)\b", lambda m: f"({shared[m.group(1)]})", text)
+            if expanded == text:
+                return text
+            text = expanded
+
+    spec = policy["spec"]
+    return {**policy, "spec": {
+        **spec,
+        "variables": [{**v, "expression": expand(v["expression"])} for v in spec.get("variables", ())
+                      if v["name"] not in shared],
+        "validations": [{k: expand(x) if k in ("expression", "messageExpression") else x for k, x in v.items()}
+                        for v in spec.get("validations", ())]}}
+
+
 def policy_problems(policy: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Every unjustified read in a ValidatingAdmissionPolicy's variables, validations and
     messages, as ``<variable or validation>: <path>: <problem>``."""
     checker = Checker(schema)
     found: list[str] = []
+    policy = unshared(policy)
     for variable in policy["spec"].get("variables", ()):
         # Evaluated wherever it is first read: it must hold on its own.
         checker.variables[variable["name"]] = checker.walk(parse(variable["expression"]), {}, frozenset())

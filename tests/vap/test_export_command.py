@@ -159,5 +159,5 @@ def test_variables_read_only_variables_declared_before_them(capsys, tmp_path: Pa
             assert read <= set(declared), (document["metadata"]["name"], variable["name"], read - set(declared))
             declared.append(variable["name"])
         for validation in document["spec"]["validations"]:
-            read = set(re.findall(r"variables\.(\w+)", validation["expression"] + validation["messageExpression"]))
+            read = set(re.findall(r"variables\.(\w+)", validation["expression"] + " " + validation["messageExpression"]))
             assert read <= set(declared)

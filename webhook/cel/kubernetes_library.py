@@ -2,12 +2,16 @@
 server's semantics (k8s.io/apiserver/pkg/cel/library: quantity.go, lists.go; cel-go ext
 strings):
 
-- quantities: ``isQuantity``, ``quantity``, and on a quantity ``isInteger``, ``asInteger``,
-  ``asApproximateFloat``, ``sign``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``,
-  ``sub``;
+- quantities: ``isQuantity``, ``quantity``, ``sign``, and on a quantity ``isInteger``,
+  ``asInteger``, ``asApproximateFloat``, ``compareTo``, ``isGreaterThan``, ``isLessThan`` (of
+  another quantity), ``add``, ``sub`` (a quantity or an int);
 - lists: ``sum``, ``max``, ``min``, ``indexOf``, ``lastIndexOf``, ``isSorted``;
 - strings: ``lowerAscii``, ``upperAscii``, ``trim``, ``join``, ``split``, ``indexOf``,
   ``replace``.
+
+cel-python calls ``x.f(y)`` and ``f(x, y)`` alike: which of the two the API server declares
+(``sign(q)`` but ``q.isInteger()``) is held by ``declarations`` and checked by ``cel_type_check``
+before any policy is evaluated (``policy_admission``).
 
 A call with arguments of the wrong type raises TypeError, which cel-python reports as "no
 such overload", as cel-go does.
@@ -119,16 +123,16 @@ def sign(q: Any) -> celtypes.IntType:
 
 
 def compare_to(q: Any, other: Any) -> celtypes.IntType:
-    a, b = _quantity(q).value, _other(other)
+    a, b = _quantity(q).value, _quantity(other).value
     return celtypes.IntType((a > b) - (a < b))
 
 
 def is_greater_than(q: Any, other: Any) -> celtypes.BoolType:
-    return celtypes.BoolType(_quantity(q).value > _other(other))
+    return celtypes.BoolType(_quantity(q).value > _quantity(other).value)
 
 
 def is_less_than(q: Any, other: Any) -> celtypes.BoolType:
-    return celtypes.BoolType(_quantity(q).value < _other(other))
+    return celtypes.BoolType(_quantity(q).value < _quantity(other).value)
 
 
 def add(q: Any, other: Any) -> Quantity:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from webhook.cel import cel_runtime as evaluator
+from webhook.cel import cel_type_check as type_check
 
 NAME_LABEL = "kubernetes.io/metadata.name"
 # k8s.io/apiserver/pkg/apis/cel: PerCallLimit and RuntimeCELCostBudget.
@@ -80,9 +82,23 @@ class Request:
         return {**self.namespace_labels, NAME_LABEL: self.namespace}
 
 
+class PolicyRefused(ValueError):
+    """A policy the API server would refuse to create: an expression that does not compile in
+    its CEL environment (``cel_type_check``). It never answers a request, so it has no verdict."""
+
+    def __init__(self, name: str, problems: Sequence[str]) -> None:
+        super().__init__(f"the API server would refuse ValidatingAdmissionPolicy {name!r}: " + "; ".join(problems))
+        self.problems = list(problems)
+
+
 def review(objects: Iterable[Mapping[str, Any]], request: Request) -> Review:
+    """The API server's answers; raises PolicyRefused for a policy it would not have created."""
     objects = list(objects)
     policies = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "ValidatingAdmissionPolicy"}
+    for name, created in policies.items():
+        problems = _compile_problems(_expressions(created))
+        if problems:
+            raise PolicyRefused(name, problems)
     bindings = [o for o in objects if o.get("kind") == "ValidatingAdmissionPolicyBinding"]
     result = Review()
     context = _context(request)
@@ -104,6 +120,28 @@ def review(objects: Iterable[Mapping[str, Any]], request: Request) -> Review:
             result.meters[f"{key}/{_param_name(param)}"] = meter
             result.answers += _evaluate(policy, binding, {**context, "params": evaluator.to_cel(param)}, meter)
     return result
+
+
+Expressions = tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, str], ...], ...]]
+
+
+def _expressions(policy: Mapping[str, Any]) -> Expressions:
+    """What the type check reads of a policy, hashable: compiled once per distinct policy."""
+    spec = policy.get("spec", {})
+    variables = tuple((v["name"], v["expression"]) for v in spec.get("variables", ()))
+    sections = tuple(tuple((key, str(item[key])) for key in ("expression", "messageExpression", "valueExpression")
+                           if key in item)
+                     for section in ("matchConditions", "validations", "auditAnnotations")
+                     for item in spec.get(section, ()))
+    return variables, sections
+
+
+@lru_cache(maxsize=256)
+def _compile_problems(expressions: Expressions) -> list[str]:
+    variables, items = expressions
+    return type_check.compile_problems({"spec": {
+        "variables": [{"name": n, "expression": e} for n, e in variables],
+        "validations": [dict(item) for item in items]}})
 
 
 def _param_name(param: Mapping[str, Any]) -> str:

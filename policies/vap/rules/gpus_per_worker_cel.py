@@ -150,7 +150,10 @@ def _total(replica_type: str) -> Validation:
     sidecars = f"{init}.filter(c, {_sidecar('c')}).map(c, {_amount('c', resource)})"
     alone = f"{init}.filter(c, !{_sidecar('c')}).map(c, {_amount('c', resource)})"
     running = f"{var}App.sum() + {var}Sidecars.sum()"
-    any_container = f"({containers} + {init}).exists(c, {_gpu_keys('c')}.exists(k, {_amount('c', 'k')} > {MAX}))"
+    # containers and initContainers are lists of two schema types: walked one after the other,
+    # never concatenated (the API server's type check has no '+' for them).
+    over_max = f"{_gpu_keys('c')}.exists(k, {_amount('c', 'k')} > {MAX})"
+    any_container = f"({containers}.exists(c, {over_max}) || {init}.exists(c, {over_max}))"
     over = (f"{resource} != '' && ({single} ? ({var}Running > {MAX} || {var}Alone.exists(a, a > {MAX})) : "
             f"{any_container})")
     rank_pod = "true" if replica_type == WORKER else launcher_as_worker(cel.NEW)
@@ -160,7 +163,7 @@ def _total(replica_type: str) -> Validation:
         ratchet = f"({_same_containers(replica_type)} && {launcher_as_worker(cel.OLD)})"
     expression = f"!({rank_pod}) || !({over}) || {ratchet}"
     return Validation(v, expression, _total_message(replica_type, var, resource), (
-        (f"{v}Keys", f"({containers} + {init}).map(c, {_gpu_keys('c')})"),
+        (f"{v}Keys", f"{containers}.map(c, {_gpu_keys('c')}) + {init}.map(c, {_gpu_keys('c')})"),
         (f"{v}Resource", f"{keys}.exists(l, size(l) > 0) ? {keys}.filter(l, size(l) > 0)[0][0] : ''"),
         (f"{v}App", app),
         (f"{v}Sidecars", sidecars),

@@ -56,7 +56,7 @@ def _min_resources() -> Validation:
     fields = ("schedulingPolicy", "minResources")
     new_set, new = _field(cel.NEW, *fields)
     old_set, old = _field(cel.OLD, *fields)
-    bad = f"!{cel.is_quantity(new + '[k]')} || {cel.quantity(new + '[k]')}.sign() < 0"
+    bad = f"!{cel.is_quantity(new + '[k]')} || {cel.sign(cel.quantity(new + '[k]'))} < 0"
     ratcheted = f"{cel.UPDATE} && {old_set} && k in {old} && string({old}[k]) == string({new}[k])"
     offending = f"({bad}) && !({ratcheted})"
     key, value = "variables.badMinResource", f"{new}[variables.badMinResource]"
