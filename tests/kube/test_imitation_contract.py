@@ -98,7 +98,7 @@ class Backend:
             self.imitation.compact()
         else:
             assert self.plane is not None
-            self.plane.stop_apiserver()
+            self.plane.stop_apiserver(grace=3)
 
     def start(self) -> None:
         if self.imitation is not None:
