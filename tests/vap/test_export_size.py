@@ -14,7 +14,7 @@ from tests.vap.corpus import policies
 from webhook.commands.export import render_yaml
 
 POLICIES = policies()
-DEFAULT_EXPORT_BYTES = 340 * 1000
+DEFAULT_EXPORT_BYTES = 150 * 1000
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
