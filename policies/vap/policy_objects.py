@@ -86,14 +86,16 @@ def export(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[ExportedRule]:
 KINDS = ("MPIJob", "TrainJob")
 
 
-def objects(policy: Policy, prefix: str = DEFAULT_PREFIX, kinds: Sequence[str] = KINDS) -> list[dict[str, Any]]:
+def objects(policy: Policy, prefix: str = DEFAULT_PREFIX, kinds: Sequence[str] = KINDS,
+            trainjob_rules: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every policy, then every binding (the order ``kubectl apply`` wants them in): the MPIJob
-    policies, then the TrainJob ones (``policies.vap.trainjob_objects``), of the ``kinds`` asked."""
-    from policies.vap.trainjob_objects import export_trainjobs  # it builds on this module
+    policies, then the TrainJob ones (``policies.vap.trainjob_objects``: ``trainjob_rules``, by
+    default its ``TRAINJOB_DEFAULT_RULES``), of the ``kinds`` asked."""
+    from policies.vap.trainjob_objects import TRAINJOB_DEFAULT_RULES, export_trainjobs  # they build on this module
 
     exported = export(policy, prefix) if "MPIJob" in kinds else []
     if "TrainJob" in kinds:
-        exported += export_trainjobs(policy, prefix)
+        exported += export_trainjobs(policy, prefix, TRAINJOB_DEFAULT_RULES if trainjob_rules is None else trainjob_rules)
     # Repeated and overlong CEL written once, as variables (policies.vap.shared_parts).
     policies = [{**e.policy, "spec": share(e.policy["spec"])} for e in exported]
     return policies + [e.binding for e in exported]

@@ -18,7 +18,7 @@ placement, which no exported rule reads, so the update passes by ratcheting.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import ModuleType
 
 from policies.trainer.api import (
@@ -50,6 +50,12 @@ from policies.vap.trainjob_fields_cel import Reading
 TRAINJOB_EXPORTED: tuple[ModuleType, ...] = (job_name, launcher, worker_count, slots_per_worker, training_runtime,
                                              gpus_per_worker)
 TRAINJOB_EXPORTED_RULES = tuple(m.RULE for m in TRAINJOB_EXPORTED)
+# What ``export vap`` writes unless asked for every rule: each TrainJob check is a set of
+# policies per runtime kind, and those that merge the runtime with the TrainJob's patches are
+# 20-25 KB each, too much for a person to review (issue 26: at most 150 KB for the default
+# export). These two decide the pod counts a quota sees; the rest are left to the webhook
+# (docs/vap.md, "Left to the webhook").
+TRAINJOB_DEFAULT_RULES = (launcher.RULE, worker_count.RULE)
 SHAPE_RULE = "training-runtime"  # its apiShape parameter pins the TrainJob API the cluster serves
 # Object names: <prefix>-trainjob-<rule>[-<action>] judge with ClusterTrainingRuntimes,
 # <prefix>-trainjob-ns-<rule>[-<action>] with the TrainingRuntimes of the TrainJob's namespace.
@@ -57,14 +63,17 @@ INFIXES = {CLUSTER_TRAINING_RUNTIME: "trainjob-", TRAINING_RUNTIME: "trainjob-ns
 LONGEST_INFIX = max(len(i) for i in INFIXES.values())
 
 
-def export_trainjobs(policy: Policy, prefix: str = DEFAULT_PREFIX) -> list[ExportedRule]:
+def export_trainjobs(policy: Policy, prefix: str = DEFAULT_PREFIX,
+                     rules: Sequence[str] = TRAINJOB_DEFAULT_RULES) -> list[ExportedRule]:
+    """The policies of ``rules`` (of ``TRAINJOB_EXPORTED_RULES``), one set per runtime kind."""
+    assert set(rules) <= set(TRAINJOB_EXPORTED_RULES), rules
     exported = []
     for kind in (CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME):
         reading = _reading(policy, kind)
         target = Target(TRAINJOB, GROUP, VERSION, TRAINJOBS, INFIXES[kind], (TRAINER_API_VERSION, kind),
                         (*reading.variables(), ("kueueAdmission", kueue_admission(policy.kueue_usernames))), reading.judged(),
                         "(variables.kueueAdmission)")
-        for module in TRAINJOB_EXPORTED:
+        for module in (m for m in TRAINJOB_EXPORTED if m.RULE in rules):
             exported += export_rule(policy, prefix, module.RULE, module.validations(reading), target)
     return exported
 

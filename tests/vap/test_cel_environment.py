@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from policies.vap import objects
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from testing.crd import OBJECT_META, openapi_schema
 from testing.reference_data import DATA, TRAINER
 from tests.vap.corpus import policies
@@ -52,7 +53,7 @@ def schema_problems(policy: dict[str, Any]) -> list[str]:
 
 
 def exported_policies() -> list[tuple[str, dict[str, Any]]]:
-    return [(f"{name}/{o['metadata']['name']}", o) for name in sorted(POLICIES) for o in objects(POLICIES[name])
+    return [(f"{name}/{o['metadata']['name']}", o) for name in sorted(POLICIES) for o in objects(POLICIES[name], trainjob_rules=TRAINJOB_EXPORTED_RULES)
             if o["kind"] == "ValidatingAdmissionPolicy"]
 
 

@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from policies.vap import objects
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from testing.control_plane import ControlPlane
 from testing.reference_data import ROOT, TRAINER
 from tests.vap.corpus import VIOLATIONS, policies, upstream_jobs
@@ -28,7 +30,8 @@ from tests.vap.trainjob_verdicts import vap_review as trainjob_vap_review
 from tests.vap.verdicts import vap_review
 
 POLICIES = policies()
-BUILT_IN = objects(POLICIES["built-in"])
+# Every TrainJob rule, not only the default export's (which is a part of it: each rule its own policies).
+BUILT_IN = objects(POLICIES["built-in"], trainjob_rules=TRAINJOB_EXPORTED_RULES)
 CRDS = [ROOT / "manifests" / "crd" / "upstream" / "mpijobs.kubeflow.org.yaml",
         *sorted((TRAINER / "crds").glob("*.yaml"))]
 MPIJOBS = ("kubeflow.org", "v2beta1", "mpijobs")
@@ -162,7 +165,7 @@ def test_the_default_export_is_created_and_type_checks_without_warnings(cluster:
 @pytest.mark.parametrize("policy_name", ["examples", "actions-and-overrides"])
 def test_the_export_of_a_policy_file_is_created_and_type_checks_without_warnings(cluster: Cluster,
                                                                                  policy_name: str) -> None:
-    documents = objects(POLICIES[policy_name], prefix=f"t-{policy_name}")
+    documents = objects(POLICIES[policy_name], prefix=f"t-{policy_name}", trainjob_rules=TRAINJOB_EXPORTED_RULES)
     policies_only = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicy"]
     bindings = [d for d in documents if d["kind"] != "ValidatingAdmissionPolicy"]
     # The bindings are only validated (dry run): stored, they would answer the other tests too.

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from policies.vap import objects
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from tests.policies.trainer.trainer_data import runtime
 from tests.vap.corpus import policies
 from tests.vap.test_cost import MARGIN, MAX_OBJECT_BYTES
@@ -29,7 +30,7 @@ POLICIES = policies()
 
 @lru_cache(maxsize=None)
 def exported(name: str) -> list[dict[str, Any]]:
-    return objects(POLICIES[name], kinds=("TrainJob",))
+    return objects(POLICIES[name], kinds=("TrainJob",), trainjob_rules=TRAINJOB_EXPORTED_RULES)
 
 
 def _containers(count: int, prefix: str = "c") -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from tests.vap.schema_reads import unshared
 from webhook.cli import main as cli
 
 TRAINJOB_RULES = ("job-name", "launcher", "worker-count", "slots-per-worker", "training-runtime", "gpus-per-worker")
+DEFAULT_RULES = ("launcher", "worker-count")
 LABELS = {"app.kubernetes.io/part-of": "mpijob-webhook", "mpijob-webhook.kubeflow.org/exported-policy": "mpijob-webhook"}
 
 
@@ -26,12 +27,20 @@ def _named(documents: list[dict], kind: str) -> dict[str, dict]:
     return {d["metadata"]["name"]: d for d in documents if d["kind"] == kind}
 
 
-def test_each_rule_gets_a_policy_per_runtime_kind(capsys) -> None:
-    documents = export(capsys, "--kind", "trainjob")
+@pytest.mark.parametrize(("option", "rules"), [((), DEFAULT_RULES), (("--trainjob-rules", "all"), TRAINJOB_RULES)])
+def test_each_rule_gets_a_policy_per_runtime_kind(capsys, option: tuple[str, ...], rules: tuple[str, ...]) -> None:
+    documents = export(capsys, "--kind", "trainjob", *option)
     policies = _named(documents, "ValidatingAdmissionPolicy")
-    assert list(policies) == ([f"mpijob-webhook-trainjob-{r}" for r in TRAINJOB_RULES]
-                              + [f"mpijob-webhook-trainjob-ns-{r}" for r in TRAINJOB_RULES])
+    assert list(policies) == ([f"mpijob-webhook-trainjob-{r}" for r in rules]
+                              + [f"mpijob-webhook-trainjob-ns-{r}" for r in rules])
     assert list(_named(documents, "ValidatingAdmissionPolicyBinding")) == list(policies)
+
+
+def test_the_default_export_is_a_part_of_the_whole(capsys) -> None:
+    """Each rule is its own policies: the default export's objects are those of ``all``, word for word."""
+    default = export(capsys)
+    every = export(capsys, "--trainjob-rules", "all")
+    assert [d for d in every if d in default] == default
 
 
 def test_the_policy_matches_trainjobs_and_takes_the_runtime_as_params(capsys) -> None:
@@ -96,7 +105,7 @@ def test_a_pinned_api_shape_reads_only_its_patch_list(capsys, tmp_path: Path, sh
                                                       never: str) -> None:
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(f"rules:\n  training-runtime: {{params: {{apiShape: {shape}}}}}\n")
-    documents = export(capsys, "--policy-file", str(policy_file), "--kind", "trainjob")
+    documents = export(capsys, "--policy-file", str(policy_file), "--kind", "trainjob", "--trainjob-rules", "all")
     spec = _named(documents, "ValidatingAdmissionPolicy")["mpijob-webhook-trainjob-training-runtime"]["spec"]
     # What the checks read (Kueue's own entry is recognised whatever the shape: kueueAdmission)
     text = yaml.safe_dump([v for v in spec["variables"] if v["name"] != "kueueAdmission"])
@@ -109,13 +118,14 @@ def test_a_pinned_api_shape_reads_only_its_patch_list(capsys, tmp_path: Path, sh
 def test_every_exported_trainjob_object_is_valid_kubernetes(capsys, tmp_path: Path, version: str) -> None:
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(ACTIONS_POLICY)
-    for document in export(capsys, "--policy-file", str(policy_file), "--kind", "trainjob"):
+    for document in export(capsys, "--policy-file", str(policy_file), "--kind", "trainjob", "--trainjob-rules", "all"):
         kubernetes_validate.validate(document, version, strict=True)
 
 
 def test_every_variable_name_is_declared_once(capsys) -> None:
     """A check's variables and the shared ones share one namespace: a clash would make an
     expression read another's value (or itself)."""
-    for policy in _named(export(capsys, "--kind", "trainjob"), "ValidatingAdmissionPolicy").values():
+    for policy in _named(export(capsys, "--kind", "trainjob", "--trainjob-rules", "all"),
+                         "ValidatingAdmissionPolicy").values():
         names = [v["name"] for v in policy["spec"]["variables"]]
         assert len(names) == len(set(names)), policy["metadata"]["name"]

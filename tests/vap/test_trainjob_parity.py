@@ -16,6 +16,7 @@ import pytest
 
 from policies.config.layered_policy import Policy
 from policies.vap import objects
+from policies.vap.trainjob_objects import TRAINJOB_EXPORTED_RULES
 from tests.vap.corpus import namespaces, policies
 from tests.vap.trainjob_corpus import (
     ADMITTED,
@@ -44,7 +45,7 @@ RUNTIMES = runtimes()
 
 @lru_cache(maxsize=None)
 def exported(policy_name: str) -> list[dict[str, Any]]:
-    return objects(POLICIES[policy_name], kinds=("TrainJob",))
+    return objects(POLICIES[policy_name], kinds=("TrainJob",), trainjob_rules=TRAINJOB_EXPORTED_RULES)
 
 
 def policy_for(shape: str) -> str:

@@ -16,7 +16,7 @@ from policies.config import PolicyError
 from policies.config.layered_policy import Policy
 from policies.config.reader import default_policy
 from policies.vap import DEFAULT_PREFIX, EXPORTED_RULES, KINDS, objects
-from policies.vap.trainjob_objects import LONGEST_INFIX, TRAINJOB_EXPORTED_RULES
+from policies.vap.trainjob_objects import LONGEST_INFIX, TRAINJOB_DEFAULT_RULES, TRAINJOB_EXPORTED_RULES
 from webhook.policy_reload import own_namespace, read_policy
 
 # The longest name the prefix is put in front of: "-" + the TrainJob infix + rule id + "-" + the
@@ -38,7 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Print ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding objects that enforce, "
                     "inside the API server, the rules that need no cluster state, with the policy file's parameters, "
                     "actions and overrides: for MPIJobs " + ", ".join(EXPORTED_RULES) + "; for TrainJobs on an MPI "
-                    "runtime (the runtime handed in as the policies' params) " + ", ".join(TRAINJOB_EXPORTED_RULES)
+                    "runtime (the runtime handed in as the policies' params) " + ", ".join(TRAINJOB_DEFAULT_RULES)
+                    + ", and with --trainjob-rules all also " + ", ".join(
+                        r for r in TRAINJOB_EXPORTED_RULES if r not in TRAINJOB_DEFAULT_RULES)
                     + ". Exit 0, or 2 when the policy file cannot be used.",
     )
     vap.add_argument("--policy-file", type=Path, metavar="FILE",
@@ -51,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     vap.add_argument("--kind", choices=tuple(_KINDS), default="all",
                      help="the jobs to export policies for (default %(default)s; the TrainJob policies need the "
                           "Kubeflow Trainer CRDs to do anything, see docs/vap.md)")
+    vap.add_argument("--trainjob-rules", choices=("default", "all"), default="default",
+                     help="the TrainJob rules to export: " + ", ".join(TRAINJOB_DEFAULT_RULES) + " (default), or "
+                          "all of " + ", ".join(TRAINJOB_EXPORTED_RULES) + " (about 230 KB more to review; "
+                          "docs/vap.md)")
     vap.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml",
                      help="YAML documents, or one JSON v1 List (default %(default)s)")
     vap.set_defaults(run=run_vap, parser=vap)
@@ -65,7 +71,8 @@ def run_vap(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(exc, file=sys.stderr)
         return 2
-    exported = objects(policy, args.name, _KINDS[args.kind])
+    trainjob_rules = TRAINJOB_EXPORTED_RULES if args.trainjob_rules == "all" else TRAINJOB_DEFAULT_RULES
+    exported = objects(policy, args.name, _KINDS[args.kind], trainjob_rules)
     if args.output == "json":
         json.dump({"apiVersion": "v1", "kind": "List", "items": exported}, sys.stdout, indent=2)
         print()
