@@ -8,10 +8,12 @@
 - The body is read in the loop too (Content-Length or chunked, ``webhook.request_framing``),
   under the request's one deadline (from its first byte; 408 when it passes). Every byte is
   read only once room for it is held in the body budget (``webhook.body_budget.hold_arriving``):
-  a body without room waits, unread (its bytes stay in the kernel), first come first served;
-  when room is short, the body that has sent nothing for longest is cut (408) once it has been
-  silent ``STALLED_SECONDS``, so bodies that stall half-way cannot keep the room from bodies
-  that arrive.
+  a body without room waits, unread (its bytes stay in the kernel), first come first served,
+  for ``client_seconds`` at most (then a 429, as the route's when the budget is full); when room
+  is short, the body that has sent nothing for longest is cut (408) once it has been silent
+  ``STALLED_SECONDS``, so bodies that stall half-way cannot keep the room from bodies that
+  arrive. A large body (over ``LARGE_BODY_BYTES``, or chunked) takes room for all of its
+  declared length at once: half-arrived large bodies can never wait for each other.
 - An answer the loop gives itself is sent, then the connection is closed after what the client
   still sends has been read and discarded for up to ``LINGER_SECONDS`` (closing with unread
   bytes would reset the connection, and the client might never see the answer).
@@ -50,9 +52,12 @@ CLOSING = "closing"  # answered by the loop; what the client still sends is disc
 
 # A body's bytes are read at most this many at a time, each step only once room for it is held.
 READ_STEP = 64 * 1024
-# A body holding room that has sent nothing for this long is cut when another body needs the
-# room: a client sending its body stops for no reason, the API server never.
-STALLED_SECONDS = 1.0
+# A body holding room that has sent nothing for this long is cut when another body (or a request
+# in a thread) needs the room: the API server writes a body in one go, which arrives in
+# milliseconds, so a body that pauses this long while others wait is not the API server's. Short,
+# because bodies waiting behind stalled ones get their turn only as fast as stalled ones are cut
+# (200 stalled 7 MiB bodies, 18 at a time in the room of a 256 MiB budget: about 3 s).
+STALLED_SECONDS = 0.25
 # After an answer from the loop, how long (and how much) what the client still sends is discarded.
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 1024 * 1024
@@ -106,6 +111,8 @@ class ArrivingRequests:
         def _close(self, conn: Connection, graceful: bool = False) -> None: ...
         def _drop(self, conn: Connection, reason: str) -> None: ...
         def _report_drop(self, conn: Connection, reason: str) -> None: ...
+        def _tables(self) -> tuple[OrderedDict[Connection, Any], ...]: ...
+        def _on_ready(self, conn: Connection, _fileobj: Any = None) -> None: ...
         def _dispatch(self, conn: Connection, large: bool) -> None: ...
 
     def _init_arrival(self) -> None:
@@ -269,11 +276,16 @@ class ArrivingRequests:
         """Cut the body holding room that has been silent for longest, if for long enough
         (called when a body or a request in a thread needs room)."""
         now = time.monotonic()
-        for conn in self.holding:
-            if conn is waiting or conn.phase is not BODY:
+        for conn in list(self.holding):
+            if conn is waiting or conn.phase is not BODY or conn.closed:
                 continue
             if now - conn.progress < STALLED_SECONDS:
                 return False
+            # Silent, or only unread? The loop may have been slow to come back to it (threads
+            # decoding hold the interpreter): what is waiting in the kernel is read first.
+            self._on_ready(conn)
+            if conn.closed or conn.phase is not BODY or conn.progress > now:
+                continue
             self._answer(conn, body_stalled(STALLED_SECONDS), "body_stalled")
             return True
         return False
@@ -298,7 +310,7 @@ class ArrivingRequests:
         except (OSError, ValueError):
             return False
         self._stop_waiting(conn)
-        for table in (self.pending, self.reading):
+        for table in self._tables():
             table.pop(conn, None)
         conn.phase, conn.deadline, conn.head = CLOSING, time.monotonic() + LINGER_SECONDS, bytearray()
         conn.scanned = 0  # counts the bytes discarded from here

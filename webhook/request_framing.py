@@ -112,7 +112,9 @@ class ChunkedBody:
         while not self.trailers:
             position = self.position
             line_end = data.find(b"\r\n", position)
-            size_field = data[position:line_end if line_end >= 0 else len(data)].split(b";", 1)[0].rstrip(b" \t")
+            # (a line not yet ended may end in the CR of its CRLF)
+            line = data[position:line_end] if line_end >= 0 else data[position:].rstrip(b"\r")
+            size_field = line.split(b";", 1)[0].rstrip(b" \t")
             if any(c not in _HEX for c in size_field) or (line_end >= 0 and not size_field):
                 return INVALID
             if line_end < 0:

@@ -80,6 +80,7 @@ class HandingOver:
         pending: OrderedDict[Connection, None]
         reading: OrderedDict[Connection, None]
         idle: OrderedDict[Connection, None]
+        holding: OrderedDict[Connection, None]
         plain_ports: ClassVar[frozenset[int]]
         client_seconds: ClassVar[float]
         keepalive_seconds: float
@@ -111,6 +112,7 @@ class HandingOver:
         else:
             self.reading.pop(conn, None)
         self._stop_waiting(conn)
+        self.holding.pop(conn, None)  # its room is given back by its thread
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
         conn.parser.unreader = ArrivedUnreader(conn.sock, conn.head)
