@@ -83,7 +83,7 @@ class Connection:
     """One client connection as the worker's loop sees it."""
 
     __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "dispatched", "parser",
-                 "events", "on_ready", "established", "closed", "body_end", "chunked", "large", "held", "progress")
+                 "events", "on_ready", "established", "closed", "body_start", "body_end", "chunked", "large", "held", "progress")
 
     def __init__(self, sock: socket.socket, client: Any, server: Any, deadline: float, tls: bool) -> None:
         self.sock = sock
@@ -101,6 +101,7 @@ class Connection:
         self.on_ready: Callable[[Any], None] | None = None
         self.established = False  # counted in nr_conns
         self.closed = False
+        self.body_start = 0  # where the body starts in head
         self.body_end = 0  # where the body ends in head (Content-Length); -1 for chunked
         self.chunked: Any = None  # a ChunkedBody scan, for a chunked body
         self.large = False  # for the large-body threads
@@ -119,7 +120,7 @@ class ConnectionHooks:
     """What the worker reports, from its loop (cheap, must not raise)."""
     # A connection closed before it was served a request, and why: deadline, evicted,
     # handshake_failed, untrusted_client_certificate, head_too_large, client_refused,
-    # body_too_large, body_stalled.
+    # body_too_large, body_stalled, body_ended, no_room.
     dropped: Callable[[str, Connection], None] | None = None
     # The pending and established counts, when either changed (at most once per loop turn).
     counts: Callable[[int, int], None] | None = None

@@ -125,7 +125,7 @@ class _Metrics:
             f"{PREFIX}_dropped_connections_total",
             "Connections closed before they were served a request, by reason (deadline, evicted, "
             "handshake_failed, untrusted_client_certificate, head_too_large, client_refused, "
-            "body_too_large, body_stalled, no_room).", ["reason"]))
+            "body_too_large, body_stalled, body_ended, no_room).", ["reason"]))
         self.refused_clients = _Children(Counter(
             f"{PREFIX}_refused_clients_total",
             "Admission and conversion requests refused because the client is not authenticated, by "

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from webhook.request_framing import (CONTINUE, HEAD_TOO_LARGE, INVALID, LARGE_BODY_BYTES, MAX_HEAD_BYTES, WAIT,
-                                     Answer, ChunkedBody, body_stalled, body_timeout, declared_length,
+                                     Answer, ChunkedBody, body_ended, body_stalled, body_timeout, declared_length,
                                      expects_continue, head_end, no_room)
 
 if TYPE_CHECKING:
@@ -171,6 +171,7 @@ class ArrivingRequests:
             return
         conn.large = length is None or length > LARGE_BODY_BYTES
         conn.body_end = -1 if length is None else body_start + length
+        conn.body_start = body_start
         conn.chunked = ChunkedBody(body_start) if length is None else None
         conn.phase, conn.progress = BODY, time.monotonic()
         if not self._body_complete(conn) and expects_continue(head, fields_end):
@@ -209,7 +210,8 @@ class ArrivingRequests:
                 return
             data = conn.sock.recv_now(wanted)  # type: ignore[attr-defined]
             if not data:
-                self._close(conn)
+                self._answer(conn, body_ended(conn.body_end - conn.body_start if conn.body_end >= 0 else -1),
+                             "body_ended")
                 return
             conn.head += data
             conn.progress = time.monotonic()

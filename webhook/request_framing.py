@@ -197,6 +197,12 @@ def no_room(seconds: float) -> Answer:
                   retry_after=1)
 
 
+def body_ended(declared: int) -> Answer:
+    """The client closed its side before the whole body (a half-closed connection still reads)."""
+    what = f"the {declared} bytes its Content-Length announced" if declared >= 0 else "the end of its chunked body"
+    return Answer(400, "Bad Request", "BadRequest", f"request body ended before {what}: the client stopped sending")
+
+
 def body_timeout(seconds: float) -> Answer:
     return Answer(408, "Request Timeout", "Timeout",
                   f"request body did not arrive: the client did not send its request within {seconds:g}s")

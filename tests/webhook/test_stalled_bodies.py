@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -203,3 +204,16 @@ def dropped(server: TlsServer, reason: str) -> float:
         if line.startswith('mpijob_webhook_dropped_connections_total{reason="%s"}' % reason):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_a_body_cut_short_by_its_client_is_a_400_from_the_loop(server: TlsServer):
+    sock = socket.create_connection(("127.0.0.1", server.health_port), timeout=10)
+    try:
+        sock.sendall(b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        sock.shutdown(socket.SHUT_WR)  # and nothing more: the client is done
+        status_line, _, rest = read_until_closed(sock).partition(b"\r\n")
+        assert status_line == b"HTTP/1.1 400 Bad Request"
+        assert rest.endswith(b'"message":"request body ended before the 1000 bytes its Content-Length announced: '
+                             b'the client stopped sending"}')
+    finally:
+        sock.close()
