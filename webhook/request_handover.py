@@ -15,6 +15,7 @@ it as it would from the socket, without a byte more to wait for.
 from __future__ import annotations
 
 import errno
+import io
 import selectors
 import ssl
 import time
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 # Threads of the health port: a probe and a scrape at once.
 HEALTH_THREADS = 2
+# How long draining a body the app did not read may take (it has arrived already).
+DRAIN_SECONDS = 1.0
 # What the parser is given at a time from what arrived: as gunicorn reads a socket (8 KiB for a
 # head, up to 1 MiB when it knows how much of a body it still wants).
 SMALL_PIECE = 8192
@@ -54,18 +57,23 @@ class ArrivedUnreader(SocketUnreader):
     def chunk(self, size_hint: int | None = None) -> bytes:
         size = SMALL_PIECE if not size_hint or size_hint < SMALL_PIECE else min(size_hint, LARGE_PIECE)
         offset = self.offset
-        if offset >= len(self.arrived):  # never, for a request that arrived whole
-            return self.sock.recv(size)  # type: ignore[no-any-return]
+        if offset >= len(self.arrived):
+            # The request has arrived whole, or its framing is broken: nothing more to wait for
+            # (the parser answers what it has; the next request is the loop's to read).
+            return b""
         piece = bytes(self.arrived[offset:offset + size])
         self.offset = offset + len(piece)
         return piece
 
     def take_buffered(self) -> bytes:
         """What was read back or not yet served (a request the client sent behind this one);
-        what arrived is let go."""
+        what arrived is let go. (gunicorn 27 has a method of this name for its buffer alone;
+        26 has none.)"""
         rest = bytes(self.arrived[self.offset:])
         self.arrived, self.offset = bytearray(), 0
-        return super().take_buffered() + rest  # type: ignore[no-any-return]
+        buffered = self.buf.getvalue()
+        self.buf = io.BytesIO()
+        return buffered + rest
 
 
 class HandingOver:
@@ -93,7 +101,6 @@ class HandingOver:
         def _on_ready(self, conn: Connection, _fileobj: Any = None) -> None: ...
         def handle_request(self, req: Any, conn: Any) -> bool: ...
         def handle_error(self, req: Any, client: Any, addr: Any, einfo: Any) -> None: ...
-        def _keepalive_after(self, conn: Any, keepalive: bool) -> bool: ...
 
     def _start_pools(self, threads: int) -> None:
         self.large_pool = futures.ThreadPoolExecutor(max_workers=max(1, threads // 4),
@@ -142,8 +149,10 @@ class HandingOver:
             req = next(conn.parser)
             if not req:
                 return False
-            # gthread's own helper (not in the type stubs); our Connection stands in for its TConn.
-            return self._keepalive_after(conn, self.handle_request(req, conn))
+            # Our Connection stands in for gthread's TConn. A body the app left unread is drained
+            # (it has arrived: this never waits for the client) so the next request starts clean.
+            return (self.handle_request(req, conn)
+                    and conn.parser.finish_body(deadline=time.monotonic() + DRAIN_SECONDS) is not False)
         except NoMoreData as exc:
             self.log.debug("Ignored premature client disconnection. %s", exc)
         except StopIteration as exc:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import ssl
 from pathlib import Path
 
@@ -80,3 +81,12 @@ def test_a_worker_freezes_what_it_loaded_out_of_full_collections(tmp_path: Path)
         assert not any(o is loaded for o in gc.get_objects())  # frozen: no longer tracked
     finally:
         gc.unfreeze()
+
+
+def test_ci_tests_the_lowest_gunicorn_the_project_allows():
+    """pyproject's range for gunicorn, and the release .ci/run tests the connection tests against
+    at its low end (the whole suite runs against the newest), stay the same."""
+    root = Path(__file__).resolve().parents[2]
+    [lower] = re.findall(r'"gunicorn>=([0-9.]+),<[0-9.]+"', (root / "pyproject.toml").read_text())
+    [oldest] = re.findall(r"^GUNICORN_OLDEST=([0-9.]+)$", (root / ".ci/run").read_text(), re.MULTILINE)
+    assert tuple(map(int, oldest.split("."))) == tuple(map(int, lower.split(".")))[:3] + (0,) * (3 - len(lower.split(".")))
