@@ -119,7 +119,8 @@ class HandingOver:
         else:
             self.reading.pop(conn, None)
         self._stop_waiting(conn)
-        self.holding.pop(conn, None)  # its room is given back by its thread
+        self.holding.pop(conn, None)
+        held, conn.held = conn.held, 0  # given back by its thread: the loop no longer counts it
         if conn.parser is None:
             conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
         conn.parser.unreader = ArrivedUnreader(conn.sock, conn.head)
@@ -132,14 +133,18 @@ class HandingOver:
             pool = self.health_pool
         else:
             pool = self.tpool
-        served = pool.submit(self.handle, conn)
+        served = pool.submit(self._serve, conn, held)
         served.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
+
+    def _serve(self, conn: Connection, held: int) -> Any:
+        """In a thread: give back the room the body held as it arrived (the route charges the
+        body itself, webhook.routes), then serve the request."""
+        if held:
+            self.room.release_arriving(held)
+        return self.handle(conn)
 
     def handle(self, conn: Connection) -> Any:
         """Serve the request that arrived in ``conn.parser``'s reader. Runs in a thread."""
-        if conn.held:  # the route charges the body itself (webhook.routes)
-            held, conn.held = conn.held, 0
-            self.room.release_arriving(held)
         req = None
         try:
             # Time spent queued for a thread is the server's, not the client's: the deadline for
