@@ -53,8 +53,8 @@ from gunicorn import sock as gunicorn_sock
 from gunicorn.workers import gthread
 
 from webhook.client_sockets import ANSWER_GRACE, DEFAULT_CLIENT_SECONDS, BoundedClientSocket, BoundedPlainSocket
-from webhook.request_arrival import (BODY, CLOSING, HANDSHAKE, HEAD, IDLE, LINGER_SECONDS, ArrivingRequests,
-                                     FindRoom, RefuseClient)
+from webhook.request_arrival import (BODY, CLOSING, HANDSHAKE, HEAD, IDLE, LARGE_READ_PER_TURN, LINGER_SECONDS,
+                                     ArrivingRequests, FindRoom, RefuseClient)
 from webhook.request_framing import LARGE_BODY_BYTES, Answer, too_large
 from webhook.review import MAX_BODY_BYTES, TOO_LARGE
 from webhook.request_handover import HandingOver
@@ -183,6 +183,9 @@ class EventLoopWorker(ArrivingRequests, HandingOver, gthread.ThreadWorker):  # t
                 break
             now = time.monotonic()
             wait = self._expire(now)
+            if self.large_read_left <= 0:  # large bodies left unread this turn: come back at once
+                wait = 0.0
+            self.large_read_left = LARGE_READ_PER_TURN
             if self.room_queue:
                 self._let_in_waiting()
             if self.room.waiting:  # requests in threads wait for room to decode: stalled bodies go

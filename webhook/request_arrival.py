@@ -51,7 +51,17 @@ IDLE = "idle"  # kept alive between requests
 CLOSING = "closing"  # answered by the loop; what the client still sends is discarded, then closed
 
 # A body's bytes are read at most this many at a time, each step only once room for it is held.
+# Never fewer: a TLS record is decrypted whole, and what a smaller read left of it would wait in
+# OpenSSL, where the poller cannot see it.
 READ_STEP = 64 * 1024
+# What one readiness of a connection may read before the loop turns to the others, and what all
+# large bodies together may read in one turn of the loop: a client streaming a 7 MiB body as fast
+# as the loop reads it would otherwise keep the loop (and every handshake and probe behind it) for
+# the whole body, and every TLS record read is a wait for the interpreter while threads decode
+# (up to the switch interval). A large body not read this turn is read on the next (the poller
+# reports it again): handshakes, heads and small bodies are never queued behind large ones.
+READ_PER_TURN = 64 * 1024
+LARGE_READ_PER_TURN = 256 * 1024
 # A body holding room that has sent nothing for this long is cut when another body (or a request
 # in a thread) needs the room: the API server writes a body in one go, which arrives in
 # milliseconds, so a body that pauses this long while others wait is not the API server's. Short,
@@ -113,6 +123,7 @@ class ArrivingRequests:
         def _report_drop(self, conn: Connection, reason: str) -> None: ...
         def _tables(self) -> tuple[OrderedDict[Connection, Any], ...]: ...
         def _on_ready(self, conn: Connection, _fileobj: Any = None) -> None: ...
+        def _wait_for_more(self, conn: Connection, events: int) -> None: ...
         def _dispatch(self, conn: Connection, large: bool) -> None: ...
 
     def _init_arrival(self) -> None:
@@ -125,6 +136,7 @@ class ArrivingRequests:
         # Connections answered by the loop, lingering before their close (same lifetime each).
         self.closing: OrderedDict[Connection, None] = OrderedDict()
         self.room: ArrivingRoom = _NoLimit()
+        self.large_read_left = LARGE_READ_PER_TURN  # what large bodies may still read this turn
 
     def _find_room(self) -> None:
         """The body budget of the app this worker loaded (once it is loaded)."""
@@ -196,19 +208,29 @@ class ArrivingRequests:
         return False
 
     def _read_body(self, conn: Connection) -> None:
-        """Read what has arrived of the body, room first; hand the request over once it is in.
-        Raises SSLWantReadError or BlockingIOError when it has to wait for more."""
+        """Read what has arrived of the body, room first, ``READ_PER_TURN`` at most; hand the
+        request over once it is in. Raises SSLWantReadError or BlockingIOError when it has to
+        wait for more."""
+        turn_ends = len(conn.head) + READ_PER_TURN
+        if conn.large:
+            if self.large_read_left <= 0:
+                self._wait_for_more(conn, selectors.EVENT_READ)
+                return
+            turn_ends = len(conn.head) + min(READ_PER_TURN, self.large_read_left)
+            self.large_read_left -= turn_ends - len(conn.head)
         while not conn.closed:
             if self._body_complete(conn):
                 self._dispatch(conn, conn.large)
                 return
             if conn.closed:
                 return
-            wanted = self._next_read(conn)
-            if not self._hold(conn, len(conn.head) + wanted):
+            if len(conn.head) >= turn_ends:  # the rest on a later turn (the poller says when)
+                self._wait_for_more(conn, selectors.EVENT_READ)
+                return
+            if not self._hold(conn, len(conn.head) + READ_STEP):
                 self._wait_for_room(conn)
                 return
-            data = conn.sock.recv_now(wanted)  # type: ignore[attr-defined]
+            data = conn.sock.recv_now(READ_STEP)  # type: ignore[attr-defined]
             if not data:
                 self._answer(conn, body_ended(conn.body_end - conn.body_start if conn.body_end >= 0 else -1),
                              "body_ended")
@@ -216,10 +238,6 @@ class ArrivingRequests:
             conn.head += data
             conn.progress = time.monotonic()
             self.holding.move_to_end(conn)
-
-    @staticmethod
-    def _next_read(conn: Connection) -> int:
-        return READ_STEP if conn.body_end < 0 else min(READ_STEP, conn.body_end - len(conn.head))
 
     def _hold(self, conn: Connection, size: int) -> bool:
         """Room for ``size`` bytes held by the connection (more taken if it holds less). A large
@@ -229,7 +247,8 @@ class ArrivingRequests:
         if more <= 0:
             return True
         if conn.large and not conn.held:
-            size = max(size, conn.body_end if conn.body_end >= 0 else len(conn.head) + self.max_body)
+            whole = conn.body_end if conn.body_end >= 0 else len(conn.head) + self.max_body
+            size = max(size, whole + READ_STEP)
             more = size - conn.held
         if not self.room.hold_arriving(more, not conn.large):
             return False
@@ -264,7 +283,7 @@ class ArrivingRequests:
             if now - since >= self.client_seconds:
                 self._answer(conn, no_room(self.client_seconds), "no_room")
                 continue
-            if not self._hold(conn, len(conn.head) + self._next_read(conn)) and not self._cut_stalled(conn):
+            if not self._hold(conn, len(conn.head) + READ_STEP) and not self._cut_stalled(conn):
                 return
             del queue[conn]
             conn.phase, conn.progress = BODY, now
