@@ -24,6 +24,7 @@ parser answers that at once) is handed to a thread (``webhook.request_handover``
 from __future__ import annotations
 
 import logging
+import select
 import selectors
 import socket
 import ssl
@@ -61,7 +62,7 @@ READ_STEP = 64 * 1024
 # (up to the switch interval). A large body not read this turn is read on the next (the poller
 # reports it again): handshakes, heads and small bodies are never queued behind large ones.
 READ_PER_TURN = 64 * 1024
-LARGE_READ_PER_TURN = 256 * 1024
+LARGE_READ_PER_TURN = 512 * 1024
 # A body holding room that has sent nothing for this long is cut when another body (or a request
 # in a thread) needs the room: the API server writes a body in one go, which arrives in
 # milliseconds, so a body that pauses this long while others wait is not the API server's. Short,
@@ -101,6 +102,14 @@ class _NoLimit:
 RefuseClient = Callable[[Any, bytes], "Answer | None"]
 # Called once the app is loaded: its body budget.
 FindRoom = Callable[[], "ArrivingRoom | None"]
+
+
+def _has_bytes_waiting(sock: Any) -> bool:
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    poll = select.poll()
+    poll.register(sock.fileno(), select.POLLIN)
+    return bool(poll.poll(0))
 
 
 class ArrivingRequests:
@@ -303,9 +312,11 @@ class ArrivingRequests:
             if now - conn.progress < STALLED_SECONDS:
                 return False
             # Silent, or only unread? The loop may have been slow to come back to it (threads
-            # decoding hold the interpreter): what is waiting in the kernel is read first.
-            self._on_ready(conn)
-            if conn.closed or conn.phase is not BODY or conn.progress > now:
+            # decoding hold the interpreter, and large bodies are read a share a turn): a body
+            # with bytes waiting is not stalled.
+            if _has_bytes_waiting(conn.sock):
+                conn.progress = now
+                self.holding.move_to_end(conn)
                 continue
             self._answer(conn, body_stalled(STALLED_SECONDS), "body_stalled")
             return True
