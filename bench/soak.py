@@ -15,13 +15,22 @@ The attacks (loopback only, bounded in count and time, each stops by itself):
   byte per second, reopened as they are cut;
 - ``silent``: 2,000 TCP connections that send nothing, reopened as they close;
 - ``big-bodies``: 16 clients streaming valid AdmissionReviews of almost 7 MiB (the largest body
-  the server accepts), one after another.
+  the server accepts), one after another;
+- ``stalled-bodies``: 200 clients that send a whole request head (``Content-Length: 4096``) and
+  then trickle the body at one byte per 2 s, reopened as they are cut;
+- ``stalled-bodies-client-auth``: the same against a server with ``--client-ca-file``, the
+  attackers presenting no certificate (the well-behaved ``/validate`` clients present one);
+- ``mixed``: 500 one-byte connections, 100 head dribblers, 100 stalled bodies and 1,000 silent
+  connections at once;
+- ``big-and-partial-bodies``: the 16 big-body clients, and 200 clients that announce a 7 MiB
+  body, send half of it and trickle the rest.
 
 For each it prints what was sent and how it went — requests, failures (an error status, a reset,
 or no answer within 5 s) and p99 latency per well-behaved client — and the peak RSS of the server's
 processes. The targets (2 cores, one worker): during a connection attack 0 failures and p99 ≤
-250 ms; during big bodies 0 failures, p99 ≤ 1 s, every big review answered within 30 s (the API
-server's longest webhook timeout) and peak RSS under the Deployment's 512 MiB limit. The exit
+250 ms (the mixed attack: 500 ms); during big bodies (with or without the partial ones) 0
+failures, p99 ≤ 1 s, every big review answered within 30 s (the API server's longest webhook
+timeout) and peak RSS under the Deployment's 512 MiB limit. The exit
 status is 1 if a target is missed. ``--quick`` runs a few seconds of each with smaller counts (the
 test suite's check that it works; on a busy machine its latencies are only indicative, so it is
 held to 0 failures and a looser p99).
@@ -34,10 +43,7 @@ import json
 import multiprocessing
 import os
 import queue
-import resource
-import selectors
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -48,12 +54,11 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
+from bench.soak_attacks import API_SERVER_TIMEOUT, BIG_BODY_BYTES, attack_process
 from testing.reference_data import ROOT
 
 REQUEST_TIMEOUT = 5.0  # a well-behaved client's request fails after this long
-API_SERVER_TIMEOUT = 30.0  # the longest a webhook call may take (timeoutSeconds: 30)
 MEMORY_LIMIT_MIB = 512  # the Deployment's limit
-BIG_BODY_BYTES = 7 * 1024 * 1024 - 16 * 1024  # just under the server's limit (webhook.review)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class Attack:
     quick_count: int
     p99_target: float
     connection_attack: bool = True
+    client_auth: bool = False  # against a server with --client-ca-file
 
 
 ATTACKS = (
@@ -72,6 +78,13 @@ ATTACKS = (
     Attack("silent", "{n} silent TCP connections, reopened as they close", 2000, 300, 0.25),
     Attack("big-bodies", "{n} clients streaming valid {mib:.1f} MiB AdmissionReviews", 16, 2, 1.0,
            connection_attack=False),
+    Attack("stalled-bodies", "{n} clients sending a whole head, then the body at 1 byte per 2 s", 200, 30, 0.25),
+    Attack("stalled-bodies-client-auth", "{n} clients without a certificate sending a whole head, then the body "
+           "at 1 byte per 2 s (--client-ca-file)", 200, 30, 0.25, client_auth=True),
+    Attack("mixed", "{n} one-byte connections, {fifth} head dribblers, {fifth} stalled bodies and {double} silent "
+           "connections at once", 500, 50, 0.5),
+    Attack("big-and-partial-bodies", "{n} clients streaming valid {mib:.1f} MiB AdmissionReviews and {partial} "
+           "announcing {mib:.1f} MiB, sending half and stalling", 16, 2, 1.0, connection_attack=False),
 )
 
 
@@ -103,17 +116,31 @@ class AttackResult:
 
 # --- the server ---------------------------------------------------------------------------------
 class Server:
-    def __init__(self, workdir: Path, threads: int) -> None:
+    def __init__(self, workdir: Path, threads: int, *, client_auth: bool = False) -> None:
         from testing.child_processes import die_with_parent
         from testing.tls_server import free_port
 
         self.port, self.health_port = free_port(), free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
         self.log = workdir / "server.log"
+        # With client authentication: a client CA, and the certificate the well-behaved clients present.
+        self.client_cert: tuple[str, str] | None = None
+        auth_flags: list[str] = []
+        if client_auth:
+            from certs import authority
+
+            client_ca = authority.new_ca("soak-client-ca")
+            (workdir / "client-ca.crt").write_bytes(client_ca.cert_pem())
+            issued = authority.new_client_cert(client_ca, "kube-apiserver")
+            (workdir / "client.crt").write_bytes(issued.cert_pem())
+            authority.write_private_key(workdir / "client.key", issued)
+            self.client_cert = (str(workdir / "client.crt"), str(workdir / "client.key"))
+            auth_flags = ["--client-ca-file", str(workdir / "client-ca.crt"), "--client-name", "kube-apiserver"]
         with self.log.open("wb") as sink:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "webhook", "serve", "--dev", "--host", "127.0.0.1", "--port", str(self.port),
                  "--health-port", str(self.health_port), "--workers", "1", "--threads", str(threads),
-                 "--no-audit-log"],
+                 "--no-audit-log", *auth_flags],
                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=die_with_parent(), env={**os.environ, "TMPDIR": str(workdir)})
         self.ca_file = self._wait()
@@ -198,6 +225,8 @@ class WellBehaved(threading.Thread):
         self.kept_alive, self.probe = kept_alive, probe
         self.stop = threading.Event()
         self.context = ssl.create_default_context(cafile=server.ca_file)
+        if server.client_cert is not None:
+            self.context.load_cert_chain(*server.client_cert)
         self.connection: http.client.HTTPConnection | None = None
 
     def _connection(self) -> http.client.HTTPConnection:
@@ -245,165 +274,6 @@ class WellBehaved(threading.Thread):
             self.connection = None
 
 
-# --- the attacks (in a process of their own, so they do not slow the measuring clients) ------
-def _raise_open_files(wanted: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard) if hard != resource.RLIM_INFINITY else wanted,
-                                                    hard))
-
-
-def _stallers(port: int, count: int, first: bytes, stop: Any, ready: Any) -> dict[str, Any]:
-    """``count`` connections that send ``first`` (maybe nothing) and then nothing more."""
-    selector = selectors.DefaultSelector()
-    opened = closed_by_server = refused = 0
-
-    def open_one() -> bool:
-        nonlocal opened, refused
-        sock = socket.socket()
-        sock.settimeout(2.0)
-        try:
-            sock.connect(("127.0.0.1", port))
-            if first:
-                sock.sendall(first)
-        except OSError:
-            sock.close()
-            refused += 1
-            return False
-        sock.setblocking(False)
-        selector.register(sock, selectors.EVENT_READ)
-        opened += 1
-        return True
-
-    while len(selector.get_map()) < count and not stop.is_set():
-        if not open_one():
-            time.sleep(0.01)
-    ready.set()
-    while not stop.is_set():
-        for key, _ in selector.select(0.2):
-            sock = key.fileobj
-            try:
-                data = sock.recv(4096)  # type: ignore[union-attr]
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(sock)
-                sock.close()  # type: ignore[union-attr]
-                closed_by_server += 1
-        while len(selector.get_map()) < count and not stop.is_set():
-            if not open_one():
-                break
-    for key in list(selector.get_map().values()):
-        key.fileobj.close()  # type: ignore[union-attr]
-    return {"connections opened": opened, "closed by the server": closed_by_server, "connect failures": refused}
-
-
-def _dribblers(port: int, count: int, ca_file: str, stop: Any, ready: Any) -> dict[str, Any]:
-    """``count`` clients that send their request head one byte a second."""
-    context = ssl.create_default_context(cafile=ca_file)
-    head = b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Slow: "
-    opened = cut = failed = bytes_sent = 0
-
-    def open_one() -> ssl.SSLSocket | None:
-        nonlocal opened, failed
-        try:
-            sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
-                                       server_hostname="localhost")
-        except OSError:
-            failed += 1
-            return None
-        sock.setblocking(False)
-        opened += 1
-        return sock
-
-    clients: list[tuple[ssl.SSLSocket | None, int]] = []
-    while len(clients) < count and not stop.is_set():
-        clients.append((open_one(), 0))
-    ready.set()
-    while not stop.wait(1.0):
-        for index, (sock, sent) in enumerate(clients):
-            if sock is None:
-                clients[index] = (open_one(), 0)
-                continue
-            try:
-                try:
-                    if sock.recv(4096) == b"":
-                        raise ConnectionResetError
-                    raise ConnectionResetError  # any answer before the head is done ends it too
-                except (ssl.SSLWantReadError, BlockingIOError):
-                    pass
-                sock.send(head[sent:sent + 1] if sent < len(head) else b"a")
-                bytes_sent += 1
-                clients[index] = (sock, sent + 1)
-            except (OSError, ssl.SSLError):
-                sock.close()
-                cut += 1
-                clients[index] = (open_one(), 0)
-    for sock, _ in clients:
-        if sock is not None:
-            sock.close()
-    return {"clients connected": opened, "cut by the server": cut, "handshake failures": failed,
-            "bytes dribbled": bytes_sent}
-
-
-def _big_bodies(port: int, count: int, ca_file: str, body: bytes, stop: Any, ready: Any) -> dict[str, Any]:
-    """``count`` clients each sending big reviews, one after another, on a kept-alive connection."""
-    context = ssl.create_default_context(cafile=ca_file)
-    lock = threading.Lock()
-    times: list[float] = []
-    failures: list[str] = []
-
-    def client() -> None:
-        connection: http.client.HTTPSConnection | None = None
-        while not stop.is_set():
-            if connection is None:
-                connection = http.client.HTTPSConnection("localhost", port, context=context,
-                                                         timeout=API_SERVER_TIMEOUT + 30)
-            started = time.monotonic()
-            try:
-                connection.request("POST", "/validate", body=body, headers={"Content-Type": "application/json"})
-                response = connection.getresponse()
-                answer = response.read()
-                seconds = time.monotonic() - started
-                with lock:
-                    times.append(seconds)
-                    if response.status != 200 or b'"uid"' not in answer:
-                        failures.append(f"HTTP {response.status}: {answer[:200]!r}")
-            except Exception as exc:  # noqa: BLE001 - counted
-                with lock:
-                    times.append(time.monotonic() - started)
-                    failures.append(f"{type(exc).__name__}: {exc}")
-                connection.close()
-                connection = None
-        if connection is not None:
-            connection.close()
-
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    ready.set()
-    stop.wait()
-    for thread in threads:
-        thread.join(API_SERVER_TIMEOUT + 35)
-    return {"big reviews answered": len(times) - len(failures), "big review failures": len(failures),
-            "slowest big review s": round(max(times), 2) if times else None,
-            "first big review failure": failures[0] if failures else ""}
-
-
-def _attack_process(name: str, count: int, port: int, ca_file: str, body: bytes, stop: Any, ready: Any,
-                    results: Any) -> None:
-    _raise_open_files(count + 1024)
-    if name == "one-byte":
-        stats = _stallers(port, count, b"\x16", stop, ready)
-    elif name == "silent":
-        stats = _stallers(port, count, b"", stop, ready)
-    elif name == "dribble":
-        stats = _dribblers(port, count, ca_file, stop, ready)
-    else:
-        stats = _big_bodies(port, count, ca_file, body, stop, ready)
-    results.put(stats)
-
-
 # --- running it ---------------------------------------------------------------------------------
 def big_review() -> bytes:
     """A valid AdmissionReview of an MPIJob just under the body limit: a large job whose worker
@@ -430,7 +300,7 @@ def run_attack(attack: Attack, server: Server, *, count: int, seconds: float, ra
                review: bytes, big: bytes, p99_target: float) -> AttackResult:
     context = multiprocessing.get_context("fork")
     stop, ready, results = context.Event(), context.Event(), context.Queue()
-    process = context.Process(target=_attack_process, args=(attack.name, count, server.port, server.ca_file,
+    process = context.Process(target=attack_process, args=(attack.name, count, server.port, server.ca_file,
                                                              big, stop, ready, results), daemon=True)
     memory = MemoryWatch(server)
     memory.start()
@@ -458,7 +328,9 @@ def run_attack(attack: Attack, server: Server, *, count: int, seconds: float, ra
     memory.stop.set()
     memory.join()
     mib = len(big) / 2**20
-    result = AttackResult(attack.name, attack.description.format(n=count, mib=mib), [c.result for c in clients],
+    description = attack.description.format(n=count, mib=mib, fifth=round(count / 5), double=2 * count,
+                                            partial=round(count * 12.5))
+    result = AttackResult(attack.name, description, [c.result for c in clients],
                           round(memory.peak_total, 1), round(memory.peak_worker, 1), stats, [])
     for measured in result.clients:
         if measured.failures:
@@ -466,15 +338,23 @@ def run_attack(attack: Attack, server: Server, *, count: int, seconds: float, ra
         if not measured.latencies or measured.p99() > p99_target:
             result.missed.append(f"{measured.name}: p99 {measured.p99() * 1000:.0f} ms > {p99_target * 1000:.0f} ms")
     if not attack.connection_attack:
-        if stats.get("big review failures"):
-            result.missed.append(f"big reviews: {stats['big review failures']} failures "
-                                 f"({stats.get('first big review failure')})")
-        slowest = stats.get("slowest big review s")
+        if _stat(stats, "big review failures"):
+            result.missed.append(f"big reviews: {_stat(stats, 'big review failures')} failures "
+                                 f"({_stat(stats, 'first big review failure')})")
+        slowest = _stat(stats, "slowest big review s")
         if slowest is None or slowest > API_SERVER_TIMEOUT:
             result.missed.append(f"slowest big review {slowest} s > {API_SERVER_TIMEOUT:g} s")
         if result.peak_rss_mib >= MEMORY_LIMIT_MIB:
             result.missed.append(f"peak RSS {result.peak_rss_mib} MiB >= {MEMORY_LIMIT_MIB} MiB")
     return result
+
+
+def _stat(stats: dict[str, Any], name: str) -> Any:
+    """An attack's number, whichever of its parts (``part: name``) reported it."""
+    for key, value in stats.items():
+        if key == name or key.endswith(": " + name):
+            return value
+    return None
 
 
 def print_result(result: AttackResult) -> None:
@@ -502,11 +382,17 @@ def main(argv: list[str] | None = None) -> int:
     review, big = small_review(), big_review()
     results = []
     with TemporaryDirectory(prefix="mpijob-webhook-soak-") as workdir:
-        server = Server(Path(workdir), args.threads)
+        servers: dict[bool, Server] = {}  # by client authentication: started when an attack first needs one
         try:
-            print(f"server: one worker, {args.threads} threads, pid {server.process.pid}; "
-                  f"{seconds:g} s per attack after {ramp:g} s of ramp-up", flush=True)
             for attack in attacks:
+                server = servers.get(attack.client_auth)
+                if server is None:
+                    server = servers[attack.client_auth] = Server(
+                        Path(workdir) / ("client-auth" if attack.client_auth else "plain"), args.threads,
+                        client_auth=attack.client_auth)
+                    print(f"server{' with --client-ca-file' if attack.client_auth else ''}: one worker, "
+                          f"{args.threads} threads, pid {server.process.pid}; "
+                          f"{seconds:g} s per attack after {ramp:g} s of ramp-up", flush=True)
                 count = attack.quick_count if args.quick else attack.count
                 # On a busy test machine only the shape and the absence of failures are held to.
                 target = attack.p99_target * (4 if args.quick else 1)
@@ -518,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("the server exited:\n" + server.log.read_text(errors="replace")[-3000:])
                     return 1
         finally:
-            server.stop()
+            for server in servers.values():
+                server.stop()
     if args.json:
         args.json.write_text(json.dumps([{**asdict(r), "clients": [
             {"name": c.name, "sent": c.sent, "failures": c.failures, "p99": c.p99(), "first_error": c.first_error}

@@ -26,6 +26,14 @@ How a request is charged (``webhook.routes``):
    first in line, for the whole amount; a request never waits while holding room, so two
    requests can never wait on each other.
 
+Bodies still arriving: the worker's event loop reads every body before a thread sees it
+(``webhook.request_arrival``) and holds room for the bytes as they come (``hold_arriving``,
+never waiting: a body without room is not read until there is some; a large one not while
+requests wait to decode). Those holds together take
+at most ``arriving_capacity`` (half the budget), so bodies that stall half-way can never leave
+nothing for decoding; a thread gives its request's hold back (``release_arriving``) just before
+the request is charged as above.
+
 Who waits: requests wait in arrival order, so a big one is not overtaken forever, except that
 a small one (at most ``SMALL_CHARGE``: every review the API server really sends) that fits goes
 at once: a queue of big bodies never delays ordinary admissions. At most ``max_waiting``
@@ -114,6 +122,9 @@ class BodyBudget:
         self._lock = threading.Condition(self._mutex)
         self._in_use = 0
         self._waiting: deque[object] = deque()
+        # Bodies still arriving in the event loop hold at most this much of ``capacity``.
+        self.arriving_capacity = capacity // 2
+        self._arriving = 0
 
     @property
     def in_use(self) -> int:
@@ -122,6 +133,31 @@ class BodyBudget:
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    @property
+    def arriving(self) -> int:
+        return self._arriving
+
+    def hold_arriving(self, size: int, small: bool = False) -> bool:
+        """Room for ``size`` more bytes of bodies still arriving, if there is some now (never
+        waits: the event loop calls it). While requests wait for room to decode, only ``small``
+        bodies (the API server's) may take more: the others would take the room as soon as it is
+        given back, and the requests that have arrived would never decode."""
+        with self._mutex:
+            if (self._arriving + size > self.arriving_capacity or self._in_use + size > self.capacity
+                    or (self._waiting and not small)):
+                return False
+            self._arriving += size
+            self._in_use += size
+            return True
+
+    def release_arriving(self, size: int) -> None:
+        """Give back what ``hold_arriving`` took: the body was handed to a thread, or dropped."""
+        with self._mutex:
+            self._arriving -= size
+            self._in_use -= size
+            if self._waiting:
+                self._lock.notify_all()
 
     def whole_charge(self, declared_length: int | None) -> int | None:
         """The one charge a body of ``declared_length`` bytes is given before it is read, if

@@ -9,8 +9,11 @@ during the handshake; one that does not chain to it (or has expired) ends the ha
 ``DEFAULT_PATHS`` for why not by default) then accept only a request on
 a connection that presented a verified certificate (else 401) whose subject CN or one of whose
 subjectAltNames (DNS, IP, URI) is one of the configured names, if any are (else 403). Both
-answers are a metav1.Status, the way the API server reads a webhook's error answer, and neither
-reads the request body: an unauthenticated client gets no decision and costs no parsing.
+answers are a metav1.Status, the way the API server reads a webhook's error answer, given by
+the worker's event loop as soon as the request head is in (``refusal_by_head``), and the
+connection is closed: the body is never read, and an unauthenticated client gets no decision,
+costs no parsing and never holds a thread (``webhook.request_arrival``). The route checks again
+(``webhook.routes``), for a server run without that worker.
 
 The CA file is re-read when it changes, like the serving certificate (``webhook.tls``).
 """
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook import metrics
+from webhook.request_framing import request_path
 
 # The endpoints that may require an authenticated client; probes and metrics never do.
 AUTHENTICATABLE_PATHS = ("/validate", "/mutate", "/convert")
@@ -82,6 +86,18 @@ def check(auth: ClientAuthentication, sock: Any, endpoint: str, peer: str) -> Re
                            f"the client certificate ({subject}) names none of the allowed clients "
                            f"({', '.join(sorted(auth.names))})", peer, subject)
     return None
+
+
+def refusal_by_head(auth: ClientAuthentication, sock: Any, head: bytes) -> Refusal | None:
+    """``check`` for a request of which only the head (``head``: its fields) has arrived."""
+    path = request_path(head)
+    if path not in auth.paths:
+        return None
+    try:
+        peer = "%s:%s" % sock.getpeername()[:2]
+    except OSError:
+        peer = ""
+    return check(auth, sock, path, peer)
 
 
 def identity_names(certificate: dict[str, Any]) -> frozenset[str]:

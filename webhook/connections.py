@@ -1,34 +1,35 @@
 """Client connections under gunicorn's threaded worker: a connection costs no request thread
-until its TLS handshake and its whole request head are in, and none can hold a thread, the
-worker's loop or the room other connections need for longer than its deadline.
+until its TLS handshake, its whole request head and its whole body are in, and none can hold a
+thread, the worker's loop or the room other connections need for longer than its deadline.
 
 What gunicorn 27's ``gthread`` worker does on its own, and what ``EventLoopWorker`` changes:
 
 - gthread hands a new connection to a request thread, which runs the TLS handshake and reads the
-  request head with blocking calls: a client that sends one byte and stalls holds a thread until
-  it is cut, so as many stalled clients as threads stop the server. Here the handshake and the
-  head are read without blocking in the worker's event loop (the main thread); only a connection
-  whose head is complete is handed to a thread, with what was read already in its parser.
+  request with blocking calls: a client that sends one byte and stalls holds a thread until it
+  is cut, so as many stalled clients as threads stop the server. Here the handshake, the head and
+  the body are read without blocking in the worker's event loop (the main thread;
+  ``webhook.request_arrival``); only a request that has fully arrived is handed to a thread
+  (``webhook.request_handover``), and a client refused by its head (client authentication, a
+  body over the limit) is answered from the loop without its body ever being read.
 - gthread counts connections that have not sent anything against ``worker_connections`` and
   stops accepting when they reach it: a thousand silent connects stop the worker. Here
-  connections that have not yet completed a handshake and a first request head are *pending*,
+  connections that have not yet completed a handshake and a first request are *pending*,
   bounded on their own (``max_pending``; a new one evicts the oldest), and never counted against
   ``worker_connections``, which then bounds only *established* connections (those that sent a
-  whole request head: the API server's). Accepting never stops.
+  whole request: the API server's). Accepting never stops.
 - gthread can count a connection closed twice (the handshake fails, the thread closes the
   socket, then the main loop's close raises and counts it again), and the limit drifts. Here one
   method closes a connection, once, and uncounts it if it was counted.
 - Every connection has one deadline per request, ``client_seconds`` from its first byte (from the
-  accept, for a new connection): the handshake and the head must be in by then, in the loop, and
-  the body, read by the thread, by the same deadline (``BoundedClientSocket``); the answer may
-  take ``ANSWER_GRACE`` seconds more. Kept-alive connections wait in the loop between requests for
-  up to ``keepalive`` seconds.
+  accept, for a new connection): the handshake, the head and the body must be in by then; the
+  answer may take ``ANSWER_GRACE`` seconds more (``webhook.client_sockets``). Kept-alive
+  connections wait in the loop between requests for up to ``keepalive`` seconds.
 - Closing a connection only drains what has already arrived; it never waits for the client.
 
 Two kinds of listener: the TLS port (admission, conversion, and probes for humans) and the plain
 health port (``plain_ports``: kubelet probes and Prometheus, which present no client certificate).
-Both get the same treatment. HTTP/2 is not offered (a connection would hold a thread for its
-whole life).
+Both get the same treatment, and the health port's requests have threads of their own. HTTP/2 is
+not offered (a connection would hold a thread for its whole life).
 
 The numbers behind these choices, and the attacks they answer, are in docs/security.md.
 """
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import re
 import resource
 import selectors
 import socket
@@ -44,30 +44,29 @@ import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent import futures
-from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
-from gunicorn import http, util
+from gunicorn import util
 from gunicorn import sock as gunicorn_sock
-from gunicorn.http.errors import NoMoreData
 from gunicorn.workers import gthread
+
+from webhook.client_sockets import ANSWER_GRACE, DEFAULT_CLIENT_SECONDS, BoundedClientSocket, BoundedPlainSocket
+from webhook.request_arrival import (BODY, CLOSING, HANDSHAKE, HEAD, IDLE, LARGE_READ_PER_TURN, LINGER_SECONDS,
+                                     ArrivingRequests, FindRoom, RefuseClient)
+from webhook.request_framing import LARGE_BODY_BYTES, Answer, too_large
+from webhook.review import MAX_BODY_BYTES, TOO_LARGE
+from webhook.request_handover import HandingOver
+
+__all__ = ["ANSWER_GRACE", "DEFAULT_CLIENT_SECONDS", "DEFAULT_MAX_PENDING", "LARGE_BODY_BYTES", "BoundedClientSocket",
+           "Connection", "ConnectionHooks", "EventLoopWorker", "bounded_clients"]
 
 log = logging.getLogger("gunicorn.error")
 
-# The API server waits at most 30 s for a webhook (10 s unless configured otherwise) and sends
-# each request in one go; a request still arriving after this long has been given up on.
-DEFAULT_CLIENT_SECONDS = 10.0
-# After the request deadline, how long writing the answer may still take.
-ANSWER_GRACE = 2.0
-# Connections still in their handshake or first request head, per worker process. Each costs a
-# file descriptor and a few KiB (the TLS state); far above what the API server opens at once.
+# Connections still in their handshake or first request, per worker process. Each costs a file
+# descriptor and a few KiB (the TLS state); far above what the API server opens at once.
 DEFAULT_MAX_PENDING = 4096
-# A request head longer than this is refused (431) before any thread sees it: the API server's
-# are well under 1 KiB, and gunicorn's own per-line and per-field limits apply after it.
-MAX_HEAD_BYTES = 64 * 1024
 # Connections accepted per readiness of a listener, and expired connections closed, per turn of
 # the loop: a burst (a thousand connections opened together reach their deadline together) is
 # worked off between the other connections' events, not ahead of all of them.
@@ -76,183 +75,25 @@ EXPIRE_BATCH = 128
 # At most one warning per this many seconds about clients cut at their deadline (a flood of them
 # must not become a flood of log lines); the next says how many more there were.
 WARNING_INTERVAL = 10.0
-
-# A request whose body is larger than this (or of unknown length: chunked) is served by the
-# large-body threads, a quarter of the threads (at least one): a few clients sending maximum-size
-# reviews then cannot take every thread, and the probes and ordinary reviews behind them are
-# still answered promptly. The API server's reviews are a few KiB; one of a thousand-worker job
-# with long environments is well under this.
-LARGE_BODY_BYTES = 1024 * 1024
-
-
-def _any_case(word: bytes) -> bytes:
-    """A pattern matching ``word`` (lower-case ASCII) in any case: each letter a class of its two
-    cases, as ``bytes.lower`` folds ASCII letters only."""
-    return b"".join(b"[%c%c]" % (c, c - 32) if 97 <= c <= 122 else re.escape(bytes((c,))) for c in word)
-
-
-# Searched for in the head's fields as they are: a pattern that starts with a literal is found by
-# a scan at C speed, where a case-blind one that starts with an optional byte is tried at every
-# offset, and letter classes spare lower-casing a copy of the fields first (docs/performance.md,
-# "A served request, counted", and "The event loop, cut").
-_CONTENT_LENGTH = re.compile(rb"\n" + _any_case(b"content-length") + rb"[ \t]*:[ \t]*(\d+)")
-_CHUNKED = re.compile(rb"\n" + _any_case(b"transfer-encoding") + rb"[ \t]*:[^\r\n]*" + _any_case(b"chunked"))
-
-_HEAD_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
-                   b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s")
-
-
-class _RequestDeadline:
-    """Blocking calls that share one deadline per request (mixed into a socket class).
-
-    gunicorn switches the socket to blocking mode when a thread reads a request and to
-    non-blocking when the loop has it; ``begin_request(deadline)`` starts the deadline (the worker
-    gives the one its loop already counted from), ``setblocking(True)`` without one starts a
-    deadline of ``request_seconds``. Timeouts gunicorn sets itself (draining a body) still apply
-    when they are shorter.
-    """
-
-    request_seconds: ClassVar[float] = DEFAULT_CLIENT_SECONDS
-    _deadline: float | None = None
-    _limit: float | None = None  # a per-call timeout the caller asked for, if any
-    _closing = False
-    _reported = False
-
-    def begin_request(self, deadline: float) -> None:
-        self._deadline, self._limit = deadline, None
-        super().settimeout(self._call_timeout(0.0)[0])  # type: ignore[misc]
-
-    # --- blocking mode ----------------------------------------------------------------------
-    def setblocking(self, flag: bool) -> None:
-        if flag and not self._missed_deadline():
-            self._deadline = None  # a worker thread takes the connection: a new request starts
-        self.settimeout(None if flag else 0.0)
-
-    def settimeout(self, value: float | None) -> None:
-        if self._closing:
-            super().settimeout(0.0)  # type: ignore[misc]  # closing never waits for the client
-            return
-        if value is not None and value <= 0:
-            self._deadline = self._limit = None
-            super().settimeout(value)  # type: ignore[misc]
-            return
-        if self._deadline is None:
-            self._deadline = time.monotonic() + self.request_seconds
-        self._limit = value
-        super().settimeout(self._call_timeout(0.0)[0])  # type: ignore[misc]
-
-    def gettimeout(self) -> float | None:
-        return super().gettimeout() if self._deadline is None else self._limit  # type: ignore[misc,no-any-return]
-
-    def shutdown(self, how: int) -> None:
-        self._closing = True
-        super().shutdown(how)  # type: ignore[misc]
-        super().settimeout(0.0)  # type: ignore[misc]
-
-    def _missed_deadline(self, grace: float = 0.0) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline + grace
-
-    def _call_timeout(self, grace: float) -> tuple[float, bool]:
-        """The timeout for the next call, and whether the deadline (rather than a shorter
-        timeout the caller asked for) sets it."""
-        remaining = (self._deadline or 0.0) + grace - time.monotonic()
-        if self._limit is not None and self._limit < remaining:
-            return self._limit, False
-        return max(remaining, 0.001), True
-
-    def _bounded(self, grace: float, call: Callable[..., Any], *args: Any) -> Any:
-        if self._deadline is None or self._closing:
-            return call(*args)
-        if self._missed_deadline(grace):
-            raise self._cut_off()
-        timeout, by_deadline = self._call_timeout(grace)
-        super().settimeout(timeout)  # type: ignore[misc]
-        try:
-            return call(*args)
-        except TimeoutError:
-            if by_deadline:
-                raise self._cut_off() from None
-            raise
-
-    def _cut_off(self) -> ConnectionResetError:
-        """The client missed its deadline: gunicorn closes the connection on a reset without
-        logging a traceback, and the one warning below says why."""
-        if not self._reported:
-            self._reported = True
-            try:
-                peer = "%s:%s" % self.getpeername()[:2]  # type: ignore[attr-defined]
-            except OSError:
-                peer = "a client"
-            log.warning("closing the connection from %s: its request did not arrive within %gs",
-                        peer, self.request_seconds)
-        return ConnectionResetError(errno.ECONNRESET, f"client did not send its request within {self.request_seconds:g}s")
-
-
-class BoundedClientSocket(_RequestDeadline, ssl.SSLSocket):
-    """A TLS client connection whose blocking calls share one deadline per request."""
-
-    # The event loop's read, of what has arrived (the socket does not block there, and the loop
-    # keeps the deadline): straight to the ssl module's, without the three calls recv() makes
-    # through the deadline above to reach it.
-    recv_now = ssl.SSLSocket.read
-
-    def do_handshake(self, block: bool = False) -> None:
-        self._bounded(0.0, super().do_handshake, block)
-
-    def read(self, len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002 - the ssl module's signature
-        return self._bounded(0.0, super().read, len, buffer)
-
-    def write(self, data: Any) -> int:
-        return self._bounded(ANSWER_GRACE, super().write, data)  # type: ignore[no-any-return]
-
-    def send(self, data: Any, flags: int = 0) -> int:
-        return self._bounded(ANSWER_GRACE, super().send, data, flags)  # type: ignore[no-any-return]
-
-
-class BoundedPlainSocket(_RequestDeadline, socket.socket):
-    """A plain TCP client connection (the health port) under the same deadline."""
-
-    recv_now = socket.socket.recv  # the event loop's read (see BoundedClientSocket.recv_now)
-
-    @classmethod
-    def taking_over(cls, accepted: socket.socket) -> BoundedPlainSocket:
-        return cls(accepted.family, accepted.type, accepted.proto, fileno=accepted.detach())
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        return self._bounded(0.0, super().recv, bufsize, flags)  # type: ignore[no-any-return]
-
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        return self._bounded(0.0, super().recv_into, buffer, nbytes, flags)  # type: ignore[no-any-return]
-
-    def send(self, data: Any, flags: int = 0) -> int:
-        return self._bounded(ANSWER_GRACE, super().send, data, flags)  # type: ignore[no-any-return]
-
-    def sendall(self, data: Any, flags: int = 0) -> None:
-        self._bounded(ANSWER_GRACE, super().sendall, data, flags)
-
-
-# Where a connection is.
-HANDSHAKE = "handshake"  # TLS handshake under way (pending)
-HEAD = "head"  # reading a request head in the loop (pending if it is the first request)
-BUSY = "busy"  # a request thread has it
-IDLE = "idle"  # kept alive between requests
+# How often bodies waiting for room in the body budget look again (room is given back by threads).
+ROOM_RETRY_SECONDS = 0.02
 
 
 class Connection:
     """One client connection as the worker's loop sees it."""
 
     __slots__ = ("sock", "client", "server", "phase", "head", "scanned", "deadline", "dispatched", "parser",
-                 "events", "on_ready", "established", "closed")
+                 "events", "on_ready", "established", "closed", "body_start", "body_end", "chunked", "large", "held", "progress")
 
     def __init__(self, sock: socket.socket, client: Any, server: Any, deadline: float, tls: bool) -> None:
         self.sock = sock
         self.client = client
         self.server = server
         self.phase = HANDSHAKE if tls else HEAD
-        self.head = bytearray()
+        self.head = bytearray()  # what has arrived of the request: head, then body
         self.scanned = 0  # how much of head has been searched for its end
         self.deadline = deadline
-        self.dispatched = 0.0  # when the head was complete and the request queued for a thread
+        self.dispatched = 0.0  # when the request was complete and queued for a thread
         self.parser: Any = None
         self.events = 0  # what the poller waits for (0: not registered)
         # What the poller calls when it is ready: made once, not at every wait (the worker sets it;
@@ -260,6 +101,12 @@ class Connection:
         self.on_ready: Callable[[Any], None] | None = None
         self.established = False  # counted in nr_conns
         self.closed = False
+        self.body_start = 0  # where the body starts in head
+        self.body_end = 0  # where the body ends in head (Content-Length); -1 for chunked
+        self.chunked: Any = None  # a ChunkedBody scan, for a chunked body
+        self.large = False  # for the large-body threads
+        self.held = 0  # room held in the body budget for what has arrived
+        self.progress = 0.0  # when bytes of its body last arrived
 
     def peer(self) -> str:
         try:
@@ -276,20 +123,27 @@ DROP_REASONS = ("deadline", "evicted", "handshake_failed", "untrusted_client_cer
 class ConnectionHooks:
     """What the worker reports, from its loop (cheap, must not raise)."""
     # A connection closed before it was served a request, and why: deadline, evicted,
-    # handshake_failed, untrusted_client_certificate, head_too_large.
+    # handshake_failed, untrusted_client_certificate, head_too_large, client_refused,
+    # body_too_large, body_stalled, body_ended, no_room.
     dropped: Callable[[str, Connection], None] | None = None
     # The pending and established counts, when either changed (at most once per loop turn).
     counts: Callable[[int, int], None] | None = None
+    # The answer refusing a client by its request head (client authentication), or None.
+    refuse_client: RefuseClient | None = None
+    # The loaded app's body budget, where bodies arriving in the loop hold room.
+    arriving_room: FindRoom | None = None
 
 
-class EventLoopWorker(gthread.ThreadWorker):
-    """gunicorn's gthread worker, with handshakes and request heads read in its event loop (see
+class EventLoopWorker(ArrivingRequests, HandingOver, gthread.ThreadWorker):  # type: ignore[misc]
+    """gunicorn's gthread worker, with handshakes and whole requests read in its event loop (see
     the module docstring)."""
 
     client_seconds: ClassVar[float] = DEFAULT_CLIENT_SECONDS
     max_pending: ClassVar[int] = DEFAULT_MAX_PENDING
     plain_ports: ClassVar[frozenset[int]] = frozenset()
     hooks: ClassVar[ConnectionHooks] = ConnectionHooks()
+    max_body: ClassVar[int] = MAX_BODY_BYTES
+    too_large: ClassVar[Answer] = too_large(TOO_LARGE)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -308,16 +162,16 @@ class EventLoopWorker(gthread.ThreadWorker):
         self._reported_counts = (-1, -1)
         self._cut_since_warning = 0
         self._next_warning = 0.0
+        self._init_arrival()
 
     # --- start and stop ---------------------------------------------------------------------
     def init_process(self) -> None:
         _raise_open_files_limit(self.worker_connections + self.max_pending + 256)
-        self.large_pool = futures.ThreadPoolExecutor(max_workers=max(1, self.cfg.threads // 4),
-                                                     thread_name_prefix="large-body")
-        super().init_process()
+        self._start_pools(self.cfg.threads)
+        super().init_process()  # loads the app, then runs the loop (run)
 
     def handle_quit(self, sig: Any, frame: Any) -> None:
-        self.large_pool.shutdown(wait=False)
+        self._stop_pools()
         super().handle_quit(sig, frame)
 
     def run(self) -> None:
@@ -325,6 +179,7 @@ class EventLoopWorker(gthread.ThreadWorker):
         assert queue_fd is not None  # opened by init_process
         self.poller.register(queue_fd, selectors.EVENT_READ, self.method_queue.run_callbacks)
         self.set_accept_enabled(True)
+        self._find_room()
         wait = 0.0
         while self.alive:
             self.wait_for_and_dispatch_events(timeout=wait)
@@ -332,13 +187,22 @@ class EventLoopWorker(gthread.ThreadWorker):
                 break
             now = time.monotonic()
             wait = self._expire(now)
+            if self.large_read_left <= 0:  # large bodies left unread this turn: come back at once
+                wait = 0.0
+            self.large_read_left = LARGE_READ_PER_TURN
+            if self.room_queue:
+                self._let_in_waiting()
+            if self.room.waiting:  # requests in threads wait for room to decode: stalled bodies go
+                self._cut_stalled()
+            if self.room_queue or self.room.waiting:
+                wait = min(wait, ROOM_RETRY_SECONDS)
             self._report_counts()
             self._notify_when_due(now)
 
         # Stopping: no new connections; idle and pending ones go now, requests under way (in a
         # thread, or whose head is arriving) get the graceful timeout.
         self.set_accept_enabled(False)
-        for table in (self.pending, self.idle):
+        for table in (self.pending, self.idle, self.closing):
             for conn in list(table):
                 self._close(conn)
         graceful_deadline = time.monotonic() + self.cfg.graceful_timeout
@@ -350,15 +214,19 @@ class EventLoopWorker(gthread.ThreadWorker):
             self._notify_when_due(now)
             for conn in list(self.idle):  # answered with Connection: close, but be sure
                 self._close(conn)
-        for table in (self.pending, self.reading, self.idle):
+        for table in self._tables():
             for conn in list(table):
                 self._close(conn)
         self.tpool.shutdown(wait=False)
-        self.large_pool.shutdown(wait=False)
+        self._stop_pools()
         self.poller.close()
         self.method_queue.close()
         for listener in self.sockets:
             listener.close()
+
+    def _tables(self) -> tuple[OrderedDict[Connection, Any], ...]:
+        """Every table a connection the loop has may be in."""
+        return self.pending, self.reading, self.idle, self.closing, self.room_queue
 
     def _notify_when_due(self, now: float) -> None:
         """Tell the arbiter we are alive: at most twice a second, not on every turn of a busy loop."""
@@ -446,7 +314,12 @@ class EventLoopWorker(gthread.ThreadWorker):
                     self._drop(conn, _handshake_failure(exc))
                     return
                 conn.phase = HEAD
-            self._read_head(conn)
+            if conn.phase is HEAD:
+                self._read_head(conn)
+            elif conn.phase is BODY:
+                self._read_body(conn)
+            elif conn.phase is CLOSING:
+                self._discard(conn)
         except ssl.SSLWantReadError:
             self._wait_for_more(conn, selectors.EVENT_READ)
         except ssl.SSLWantWriteError:
@@ -460,54 +333,11 @@ class EventLoopWorker(gthread.ThreadWorker):
             self._close(conn)
 
     def _wait_for_more(self, conn: Connection, events: int) -> None:
-        """Wait for the rest of a handshake or head; an established connection's deadline is
+        """Wait for the rest of a handshake, head or body; an established connection's deadline is
         kept in `reading` from now (a pending one is in `pending` from its accept)."""
         if conn.established and conn not in self.reading:
             self.reading[conn] = None
         self._wait_for(conn, events)
-
-    def _read_head(self, conn: Connection) -> None:
-        """Read what has arrived; hand the connection to a thread once the head is complete.
-        Raises SSLWantReadError or BlockingIOError when it has to wait for more."""
-        head = conn.head  # grows in place
-        while True:
-            size, scanned = len(head), conn.scanned
-            if size > scanned:  # not yet searched for its end from there
-                start = scanned - 3 if scanned > 3 else 0
-                # A bare LF ends a line too as far as finding the end goes: gunicorn's parser then
-                # answers such a head with a 400 rather than the client waiting for its deadline.
-                end = head.find(b"\r\n\r\n", start)
-                if end >= 0 or head.find(b"\n\n", start) >= 0:
-                    break
-                conn.scanned = size
-            if size > MAX_HEAD_BYTES:
-                self._refuse_head(conn)
-                return
-            data = conn.sock.recv_now(65536)  # type: ignore[attr-defined]
-            if not data:  # the client closed
-                self._close(conn)
-                return
-            head += data
-        self._dispatch(conn, end if end >= 0 else size)
-
-    def _dispatch(self, conn: Connection, fields_end: int) -> None:
-        if not conn.established:  # its first request: it was pending
-            del self.pending[conn]
-            self._establish(conn)
-        else:
-            self.reading.pop(conn, None)
-        self._stop_waiting(conn)
-        if conn.parser is None:
-            conn.parser = http.get_parser(self.cfg, conn.sock, conn.client)
-        large = _large_body(conn.head, fields_end)
-        conn.dispatched = time.monotonic()
-        conn.parser.unreader.unread(conn.head)  # copied there: conn.head is a new one below
-        conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
-        if large:
-            served = self.large_pool.submit(self.handle, conn)
-            served.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
-        else:
-            self.enqueue_req(conn)  # type: ignore[arg-type]  # our Connection stands in for gthread's TConn
 
     def _establish(self, conn: Connection) -> None:
         """Count the connection against worker_connections, closing the longest-idle kept-alive
@@ -516,70 +346,6 @@ class EventLoopWorker(gthread.ThreadWorker):
             self._close(next(iter(self.idle)))
         conn.established = True
         self.nr_conns += 1
-
-    def _refuse_head(self, conn: Connection) -> None:
-        body = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":431,'
-                b'"reason":"RequestHeaderFieldsTooLarge","message":"request head longer than %d bytes"}'
-                % MAX_HEAD_BYTES)
-        try:
-            conn.sock.send(_HEAD_TOO_LARGE % (len(body), body))
-        except (OSError, ssl.SSLError):
-            pass
-        self._drop(conn, "head_too_large")
-
-    # --- back from a thread -----------------------------------------------------------------------
-    def handle(self, conn: Connection) -> Any:  # type: ignore[override]
-        """Serve the request whose head is in ``conn.parser``'s buffer. Runs in a thread."""
-        req = None
-        try:
-            # Time spent queued for a thread is the server's, not the client's: the client's
-            # deadline moves by as much (its body waits unread meanwhile).
-            queued = max(0.0, time.monotonic() - conn.dispatched)
-            conn.sock.begin_request(conn.deadline + queued)  # type: ignore[attr-defined]
-            req = next(conn.parser)
-            if not req:
-                return False
-            # gthread's own helper (not in the type stubs); our Connection stands in for its TConn.
-            return self._keepalive_after(conn, self.handle_request(req, conn))  # type: ignore[attr-defined,arg-type]
-        except NoMoreData as exc:
-            self.log.debug("Ignored premature client disconnection. %s", exc)
-        except StopIteration as exc:
-            self.log.debug("Closing connection. %s", exc)
-        except ssl.SSLError as exc:
-            if exc.args[0] != ssl.SSL_ERROR_EOF:
-                self.handle_error(req, conn.sock, conn.client, exc)
-        except OSError as exc:
-            if exc.errno not in (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN):
-                self.log.exception("Socket error processing request.")
-        except Exception as exc:  # noqa: BLE001 - answered as gunicorn answers it
-            self.handle_error(req, conn.sock, conn.client, exc)
-        return False
-
-    def finish_request(self, conn: Connection, fs: Future[Any]) -> None:  # type: ignore[override]
-        """Back on the loop (via gthread's method queue): wait for the next request, or close."""
-        try:
-            keep = not fs.cancelled() and fs.result() is True
-        except Exception:  # noqa: BLE001 - handle() answers its own errors; close in any case
-            keep = False
-        if conn.closed:
-            return
-        if not keep or not self.alive or conn.sock.fileno() < 0:
-            self._close(conn, graceful=keep or conn.sock.fileno() >= 0)
-            return
-        try:
-            conn.sock.setblocking(False)
-        except OSError:
-            self._close(conn)
-            return
-        unreader = conn.parser.unreader
-        if unreader.buf.getvalue():  # the client pipelined its next request (as gthread looks)
-            conn.head += unreader.take_buffered()
-            conn.phase, conn.deadline = HEAD, time.monotonic() + self.client_seconds
-            self._on_ready(conn)
-            return
-        conn.phase, conn.deadline = IDLE, time.monotonic() + self.keepalive_seconds
-        self.idle[conn] = None
-        self._wait_for(conn, selectors.EVENT_READ)
 
     # --- closing --------------------------------------------------------------------------------
     def _expire(self, now: float) -> float:
@@ -593,21 +359,21 @@ class EventLoopWorker(gthread.ThreadWorker):
         if now < self._next_due:
             return min(self._next_due - now, 1.0)
         budget = EXPIRE_BATCH
-        for table, reason in ((self.pending, "deadline"), (self.reading, "deadline"), (self.idle, None)):
+        for table, cut in ((self.pending, True), (self.reading, True), (self.idle, False), (self.closing, False)):
             while table and budget > 0:
                 conn = next(iter(table))
                 if conn.deadline > now:
                     break
                 budget -= 1
-                if reason is None:
-                    self._close(conn)
+                if cut:
+                    self._cut_at_deadline(conn)
                 else:
-                    self._drop(conn, reason)
+                    self._close(conn)
         if budget == 0:  # more may be due: the next turn goes on at once
             self._next_due = now
             return 0.0
-        due = now + min(self.client_seconds, self.keepalive_seconds)
-        for table in (self.pending, self.reading, self.idle):
+        due = now + min(self.client_seconds, self.keepalive_seconds, LINGER_SECONDS)
+        for table in (self.pending, self.reading, self.idle, self.closing):
             if table:
                 due = min(due, next(iter(table)).deadline)
         self._next_due = due
@@ -617,9 +383,12 @@ class EventLoopWorker(gthread.ThreadWorker):
         """Close a connection that was never served its request, and say so."""
         if conn.closed:
             return
+        self._close(conn)
+        self._report_drop(conn, reason)
+
+    def _report_drop(self, conn: Connection, reason: str) -> None:
         if reason == "deadline":
             self._warn_cut(conn)
-        self._close(conn)
         if self.hooks.dropped is not None:
             try:
                 self.hooks.dropped(reason, conn)
@@ -641,8 +410,9 @@ class EventLoopWorker(gthread.ThreadWorker):
         if conn.closed:
             return
         conn.closed = True
-        for table in (self.pending, self.reading, self.idle):
+        for table in self._tables():
             table.pop(conn, None)
+        self._release_room(conn)
         self._stop_waiting(conn)
         conn.on_ready = None
         if conn.established:
@@ -664,21 +434,6 @@ class EventLoopWorker(gthread.ThreadWorker):
                 self.hooks.counts(*counts)
             except Exception:  # noqa: BLE001 - reporting must not stop the loop
                 log.exception("reporting the connection counts failed")
-
-
-def _large_body(head: bytes | bytearray, fields_end: int | None = None) -> bool:
-    """Whether the request whose head (and maybe part of its body) is ``head`` brings a body
-    over LARGE_BODY_BYTES, or one of unknown length. ``fields_end``: where its fields end (its
-    first CRLF CRLF, else its length), if the caller has found it already."""
-    if fields_end is None:
-        fields_end = head.find(b"\r\n\r\n")
-        if fields_end < 0:
-            fields_end = len(head)
-    length = _CONTENT_LENGTH.search(head, 0, fields_end)
-    if length is not None:
-        # Six digits are at most 999,999, under the limit: only a longer number is converted.
-        return length.end() - length.start(1) > 6 and int(length.group(1)) > LARGE_BODY_BYTES
-    return _CHUNKED.search(head, 0, fields_end) is not None
 
 
 def _handshake_failure(exc: ssl.SSLError) -> str:
@@ -707,14 +462,17 @@ SSLContextHook = Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]
 def bounded_clients(client_seconds: float, ssl_context: SSLContextHook | None = None, *,
                     max_pending: int = DEFAULT_MAX_PENDING, plain_ports: frozenset[int] = frozenset(),
                     on_dropped: Callable[[str, Connection], None] | None = None,
-                    on_counts: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                    on_counts: Callable[[int, int], None] | None = None,
+                    refuse_client: RefuseClient | None = None,
+                    arriving_room: FindRoom | None = None) -> dict[str, Any]:
     """The gunicorn settings that bound every client to ``client_seconds``: the worker class,
     and an ``ssl_context`` hook (wrapping ``ssl_context`` if given) whose contexts make
-    BoundedClientSocket connections."""
+    BoundedClientSocket connections. ``refuse_client``: the answer to a client refused by its
+    request head (``webhook.request_arrival``); ``arriving_room``: the loaded app's body budget."""
     socket_class = type("BoundedClientSocket", (BoundedClientSocket,), {"request_seconds": client_seconds})
     worker_class = type("EventLoopWorker", (EventLoopWorker,), {
         "client_seconds": client_seconds, "max_pending": max_pending, "plain_ports": plain_ports,
-        "hooks": ConnectionHooks(on_dropped, on_counts), "__module__": __name__})
+        "hooks": ConnectionHooks(on_dropped, on_counts, refuse_client, arriving_room), "__module__": __name__})
 
     def bounded_ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         context = ssl_context(conf, default_factory) if ssl_context else default_factory()

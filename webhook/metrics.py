@@ -124,12 +124,13 @@ class _Metrics:
             multiprocess_mode="mostrecent")
         self.connections = _Children(Gauge(
             f"{PREFIX}_connections",
-            "Open client connections: pending (TLS handshake or first request head under way) and "
-            "established (sent a whole request head).", ["state"], multiprocess_mode="livesum"))
+            "Open client connections: pending (TLS handshake or first request under way) and "
+            "established (sent a whole request).", ["state"], multiprocess_mode="livesum"))
         self.dropped_connections = _Children(Counter(
             f"{PREFIX}_dropped_connections_total",
             "Connections closed before they were served a request, by reason (deadline, evicted, "
-            "handshake_failed, untrusted_client_certificate, head_too_large).", ["reason"]))
+            "handshake_failed, untrusted_client_certificate, head_too_large, client_refused, "
+            "body_too_large, body_stalled, body_ended, no_room).", ["reason"]))
         self.refused_clients = _Children(Counter(
             f"{PREFIX}_refused_clients_total",
             "Admission and conversion requests refused because the client is not authenticated, by "

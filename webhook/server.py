@@ -12,9 +12,11 @@ from flask import Flask
 from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
+from webhook.body_budget import BodyBudget
 from webhook.bootstrap import ServeOptions
 from webhook import client_auth, metrics
 from webhook.connections import Connection, bounded_clients
+from webhook.request_framing import Answer
 from webhook.tls import check_serving_certificate, reloading_ssl_context
 
 
@@ -39,7 +41,8 @@ def gunicorn_options(options: ServeOptions) -> dict[str, Any]:
         **bounded_clients(options.client_timeout, reloading_ssl_context(),
                           max_pending=options.max_pending_connections,
                           plain_ports=frozenset((options.health_port,)),
-                          on_dropped=_dropped, on_counts=metrics.record_connections),
+                          on_dropped=_dropped, on_counts=metrics.record_connections,
+                          refuse_client=_head_refusal(options), arriving_room=_loaded_budget),
         # HTTP/2 would hold a thread for a connection's whole life.
         "http_protocols": "h1",
         "workers": options.workers,
@@ -87,6 +90,34 @@ def _listening_logger(options: ServeOptions) -> type[Logger]:
     return ListeningLogger
 
 
+def _head_refusal(options: ServeOptions) -> Callable[[Any, bytes], Answer | None] | None:
+    """With client authentication: the 401 or 403 answering a request by its head, counted and
+    audited as the route would (webhook.client_auth)."""
+    if options.client_ca_file is None:
+        return None
+    auth = client_auth.ClientAuthentication(options.client_ca_file, frozenset(options.client_names),
+                                            options.client_auth_paths)
+
+    def refusal(sock: Any, head: bytes) -> Answer | None:
+        refused = client_auth.refusal_by_head(auth, sock, head)
+        if refused is None:
+            return None
+        client_auth.refuse(refused)
+        if refused.code == 401:
+            return Answer(401, "Unauthorized", "Unauthorized", refused.message)
+        return Answer(403, "Forbidden", "Forbidden", refused.message)
+    return refusal
+
+
+# The body budget of the app this process loaded (WebhookServer.load): bodies arriving in the
+# worker's event loop hold room in it too.
+_budget: BodyBudget | None = None
+
+
+def _loaded_budget() -> BodyBudget | None:
+    return _budget
+
+
 def _dropped(reason: str, connection: Connection) -> None:
     metrics.record_dropped_connection(reason)
     if reason == "untrusted_client_certificate":
@@ -105,7 +136,9 @@ class WebhookServer(BaseApplication):
 
     # gunicorn's stubs type a WSGI environ as a MutableMapping, Flask (and PEP 3333) as a dict.
     def load(self) -> Flask:  # type: ignore[override]
+        global _budget
         app = self._factory()
+        _budget = getattr(getattr(app, "extensions", {}).get("mpijob-webhook"), "body_budget", None)
         # Everything loaded so far (modules, the app) lives as long as the worker: left out of
         # the garbage collector's full collections, which would otherwise walk it all again and
         # again while requests wait (webhook.watch_caches does the same for the caches once listed).

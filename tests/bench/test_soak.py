@@ -2,8 +2,9 @@
 quick size, and the well-behaved clients see no failure during any of them (the full run's
 latency targets are for a quiet 2-core machine; the quick run's looser ones only catch a stall).
 
-Every run soaks one connection attack and the big bodies; the ci profile every attack (each attack
-is also a test of its own at test scale in tests/webhook/test_hostile_connections.py)."""
+Every run soaks one-byte connections, the big bodies, stalled bodies and the mixed attack; the ci
+profile every attack (each attack is also a test of its own at test scale, in
+tests/webhook/test_hostile_connections.py, test_stalled_bodies.py and test_client_auth.py)."""
 from __future__ import annotations
 
 import json
@@ -19,12 +20,15 @@ from tests.conftest import ROOT
 
 # What each attack must at least have done for its run to count.
 SIZES = {"one-byte": ("connections opened", 100), "silent": ("connections opened", 300),
-         "dribble": ("clients connected", 30), "big-bodies": ("big reviews answered", 1)}
+         "dribble": ("clients connected", 30), "big-bodies": ("big reviews answered", 1),
+         "stalled-bodies": ("clients connected", 30), "stalled-bodies-client-auth": ("clients connected", 30),
+         "mixed": ("stalled-bodies: clients connected", 10),
+         "big-and-partial-bodies": ("partial-bodies: clients connected", 25)}
 EVERY_ATTACK = [a.name for a in ATTACKS]
 
 
 @pytest.mark.parametrize("attacks", [
-    pytest.param(["one-byte", "big-bodies"], id="one-byte-and-big-bodies"),
+    pytest.param(["one-byte", "big-bodies", "stalled-bodies", "mixed"], id="one-byte-big-stalled-and-mixed"),
     pytest.param(EVERY_ATTACK, id="every-attack", marks=pytest.mark.ci_only),
 ])
 def test_quick_soak_meets_its_targets(tmp_path: Path, attacks: list[str]) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -216,3 +217,57 @@ def test_a_replaced_client_ca_is_trusted_without_a_restart(setup):
         post_validate(server, old)
     assert "reloaded serving certificate" in server.output()
     clients.client_ca = renewed_ca
+
+
+def raw_connection(server: TlsServer, cert: tuple[Path, Path] | None) -> ssl.SSLSocket:
+    return context(server, cert).wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10),
+                                             server_hostname="localhost")
+
+
+STALLING_HEAD = (b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100000\r\n\r\n{")
+
+
+@pytest.mark.parametrize(("name", "status_line"), [(None, b"HTTP/1.1 401 Unauthorized"),
+                                                   ("intruder", b"HTTP/1.1 403 Forbidden")])
+def test_a_refused_client_is_answered_right_after_its_head_and_its_body_is_never_waited_for(
+        setup, name: str | None, status_line: bytes):
+    server, clients = setup
+    cert = None if name is None else clients.write(name, authority.new_client_cert(clients.client_ca, name))
+    sock = raw_connection(server, cert)
+    try:
+        started = time.monotonic()
+        sock.sendall(STALLING_HEAD)  # and one byte of the 100,000 it announces
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        assert time.monotonic() - started < 1.0  # not the client timeout: the body was not waited for
+        assert answer.split(b"\r\n", 1)[0] == status_line
+        assert b"Connection: close" in answer
+    finally:
+        sock.close()
+
+
+def test_clients_without_a_certificate_stalling_their_body_hold_no_thread(setup):
+    server, clients = setup
+    allowed = clients.write("allowed", authority.new_client_cert(clients.client_ca, ALLOWED))
+    stalled = []
+    try:
+        for _ in range(32):  # eight times the threads
+            sock = raw_connection(server, None)
+            sock.sendall(STALLING_HEAD)
+            stalled.append(sock)
+        for _ in range(3):
+            started = time.monotonic()
+            status, answer = post_validate(server, allowed)
+            assert status == 200, answer
+            assert time.monotonic() - started < 1.0
+        started = time.monotonic()
+        assert server.health_request("/healthz")[0] == 200
+        assert time.monotonic() - started < 1.0
+    finally:
+        for sock in stalled:
+            sock.close()

@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.connections import LARGE_BODY_BYTES, _large_body
+from webhook.request_framing import LARGE_BODY_BYTES, large_body as _large_body
 
 # The definition: a Content-Length over the limit, or (without one) a chunked Transfer-Encoding.
 REFERENCE_LENGTH = re.compile(rb"\r?\ncontent-length[ \t]*:[ \t]*(\d+)", re.IGNORECASE)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import re
 import ssl
 from pathlib import Path
 
@@ -99,3 +100,12 @@ def test_the_start_up_log_says_which_port_is_tls_and_which_plain(dev_server):
     assert said == [f"Listening at: webhook HTTPS on https://127.0.0.1:{dev_server.port}, health and metrics plain "
                     f"HTTP on http://127.0.0.1:{dev_server.health_port} ({dev_server.process.pid})"]
     assert dev_server.health_request("/healthz")[0] == 200  # what the line says: plain HTTP there
+
+
+def test_ci_tests_the_lowest_gunicorn_the_project_allows():
+    """pyproject's range for gunicorn, and the release .ci/run tests the connection tests against
+    at its low end (the whole suite runs against the newest), stay the same."""
+    root = Path(__file__).resolve().parents[2]
+    [lower] = re.findall(r'"gunicorn>=([0-9.]+),<[0-9.]+"', (root / "pyproject.toml").read_text())
+    [oldest] = re.findall(r"^GUNICORN_OLDEST=([0-9.]+)$", (root / ".ci/run").read_text(), re.MULTILINE)
+    assert tuple(map(int, oldest.split("."))) == tuple(map(int, lower.split(".")))[:3] + (0,) * (3 - len(lower.split(".")))
