@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from policies.interface import Action, Finding, Problem, RuleContext
+from policies.messages import fits_warning
 from policies.kube.pod_security import (
     PRIVILEGED,
     CheckResult,
@@ -245,17 +246,14 @@ class PodSecurity:
         allowed = f"; allowed: {fix.allowed}" if fix.allowed else ""
         write = f"; {fix.write}" if fix.write else ""
         message = source.said(f"{head}{': ' + reason if reason else ''}{allowed}{write}")
-        if mode.ceiling is not Action.DENY:  # a warning arrives whole only up to 256 characters
-            message = _shortened(self.id, source, message, head, write or allowed)
+        if mode.ceiling is not Action.DENY and not fits_warning(self.id, source.finding_path, message):
+            # a warning arrives whole only up to 256 characters: the label, the check and the fix
+            short = f'{group.name} pods would violate PodSecurity "{mode.level}" ({mode.ceiling.value} label)'
+            shorter = (f"{short}: check {result.check_id}{container}{write or allowed}",
+                       f"{short}: check {result.check_id}{write or allowed}", f"{short}{write or allowed}")
+            message = next((m for m in map(source.said, shorter) if fits_warning(self.id, source.finding_path, m)),
+                           source.said(shorter[-1]))
         return Finding(self.id, source.finding_path, message, Problem.POLICY, ceiling=mode.ceiling)
-
-
-def _shortened(rule: str, source: Source, message: str, head: str, fix: str) -> str:
-    from policies.messages import fits_warning
-
-    if fits_warning(rule, source.finding_path, message):
-        return message
-    return source.said(f"{head}{fix}")
 
 
 def _modes(namespace: str, read: NamespaceLevels, params: PodSecurityParams) -> list[_Mode]:
