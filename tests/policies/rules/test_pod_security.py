@@ -182,7 +182,7 @@ def test_exemptions_mirror_the_api_servers_and_leave_the_policys_own_level():
 @pytest.mark.parametrize(("params", "problem"), [
     ("{defaultVersion: '1.29'}", "defaultVersion '1.29': must be \"latest\" or \"v1.x\""),
     ("{minimumLevel: strict}", "unsupported value 'strict': must be one of privileged, baseline, restricted"),
-    ("{exceptions: {checks: [privilegedd]}}", "unknown check ID 'privilegedd'"),
+    ("{exceptions: {checks: [privilegedd]}}", "unsupported value 'privilegedd': must be one of allowPrivilegeEscalation, appArmorProfile"),
 ])
 def test_bad_parameters_make_the_policy_invalid(params, problem):
     from policies.config.problems import PolicyError
