@@ -32,10 +32,30 @@ class Check(NamedTuple):
 def _all_checks() -> tuple[Check, ...]:
     # Imported here: every check module imports this one for Check and VersionedCheck.
     from policies.kube.pod_security import (
-        check_allow_privilege_escalation, check_privileged)
+        check_allow_privilege_escalation, check_app_armor_profile, check_capabilities, check_host_namespaces,
+        check_host_ports, check_host_probes_and_host_lifecycle, check_privileged, check_proc_mount, check_run_as,
+        check_se_linux_options, check_seccomp_profile, check_sysctls, check_volume_types,
+        check_windows_host_process)
     return (
         check_allow_privilege_escalation.CHECK,
+        check_app_armor_profile.CHECK,
+        check_capabilities.BASELINE_CHECK,
+        check_capabilities.RESTRICTED_CHECK,
+        check_host_namespaces.CHECK,
+        check_volume_types.HOST_PATH_CHECK,
+        check_host_ports.CHECK,
+        check_host_probes_and_host_lifecycle.CHECK,
         check_privileged.CHECK,
+        check_proc_mount.BASELINE_CHECK,
+        check_proc_mount.RESTRICTED_CHECK,
+        check_volume_types.RESTRICTED_CHECK,
+        check_run_as.RUN_AS_NON_ROOT_CHECK,
+        check_run_as.RUN_AS_USER_CHECK,
+        check_se_linux_options.CHECK,
+        check_seccomp_profile.BASELINE_CHECK,
+        check_seccomp_profile.RESTRICTED_CHECK,
+        check_sysctls.CHECK,
+        check_windows_host_process.CHECK,
     )
 
 
