@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix
-from policies.kube.pod_security.go_strings import named, pluralize, sorted_set
+from policies.kube.pod_security.go_strings import go_quote, named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE, RESTRICTED
 from policies.kube.pod_security.pod_fields import PodView, is_object
 
@@ -27,7 +27,7 @@ def host_path_volumes_1_0(pod: PodView) -> CheckResult | None:
     return CheckResult(
         HOST_PATH_VOLUMES_ID, "hostPath volumes", named("volume", "volumes", [volume.name for volume in bad]),
         tuple(Fix(None, f"spec.volumes[{volume.index}].hostPath", "no hostPath volume",
-                  f"replace volume "{volume.name}"'s hostPath with another source, e.g. emptyDir, a "
+                  f"replace the hostPath of volume {go_quote(volume.name)} with another source, e.g. emptyDir, a "
                   "persistentVolumeClaim or a configMap") for volume in bad))
 
 
@@ -42,7 +42,7 @@ def restricted_volumes_1_0(pod: PodView) -> CheckResult | None:
         bad_names.append(volume.name)
         bad_types.append(source or "unknown")
         fixes.append(Fix(None, f"spec.volumes[{volume.index}]" + (f".{source}" if source else ""), _ALLOWED_TEXT,
-                         f"replace volume "{volume.name}"'s {source or 'source'} with one of {_ALLOWED_TEXT}"))
+                         f"replace the {source or 'source'} of volume {go_quote(volume.name)} with one of {_ALLOWED_TEXT}"))
     if not bad_names:
         return None
     types = sorted_set(bad_types)
