@@ -50,6 +50,7 @@ Level = Literal["privileged", "baseline", "restricted"]
 CheckId = Literal[
     "allowPrivilegeEscalation", "appArmorProfile", "capabilities_baseline", "capabilities_restricted",
     "hostNamespaces", "hostPathVolumes", "hostPorts", "hostProbesAndHostLifecycle", "privileged", "procMount",
+    "procMount_restricted",
     "restrictedVolumes", "runAsNonRoot", "runAsUser", "seLinuxOptions", "seccompProfile_baseline",
     "seccompProfile_restricted", "sysctls", "windowsHostProcess",
 ]
@@ -247,7 +248,8 @@ class PodSecurity:
             # a warning arrives whole only up to 256 characters: the label, the check and the fix
             short = f'{group.name} pods would violate PodSecurity "{mode.level}" ({mode.ceiling.value} label)'
             shorter = (f"{short}: check {result.check_id}{container}{write or allowed}",
-                       f"{short}: check {result.check_id}{write or allowed}", f"{short}{write or allowed}")
+                       f"{short}: check {result.check_id}{write or allowed}", f"{short}{write or allowed}",
+                       f"{short}: check {result.check_id}")
             message = next((m for m in map(source.said, shorter) if fits_warning(self.id, source.finding_path, m)),
                            source.said(shorter[-1]))
         return Finding(self.id, source.finding_path, message, Problem.POLICY, ceiling=mode.ceiling)

@@ -8,7 +8,7 @@ from policies.config.reader import parse_policy
 from policies.engine import evaluate
 from policies.interface import Action, Problem
 from policies.registry import default_settings
-from policies.rules.pod_security import PodSecurity, namespace_levels
+from policies.rules.pod_security import CHECK_IDS, PodSecurity, namespace_levels
 from policies.kube.pod_security import LevelVersion
 from testing.builders import context, mpijob
 from testing.kube_objects import namespace
@@ -20,18 +20,23 @@ LAUNCHER = "spec.mpiReplicaSpecs[Launcher].template.spec.containers[0].securityC
 APE = "allowPrivilegeEscalation"
 
 
+RESTRICTED_CONTAINER = {APE: False, "capabilities": {"drop": ["ALL"]}}
+
+
 def hardened(job):
-    """Both templates with what restricted asks of the checks every version has."""
+    """Both templates with all that restricted asks, at every version."""
     for role in ("Launcher", "Worker"):
-        for container in job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"]:
-            container["securityContext"] = {APE: False}
+        spec = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
+        spec["securityContext"] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+        for container in spec["containers"]:
+            container["securityContext"] = dict(RESTRICTED_CONTAINER)
     return job
 
 
 def privileged_worker(**context_fields):
     job = hardened(mpijob())
     job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["securityContext"] = {
-        "privileged": True, **context_fields}
+        **RESTRICTED_CONTAINER, "privileged": True, **context_fields}
     return job
 
 
@@ -50,7 +55,7 @@ def test_the_hardened_job_passes_restricted():
 
 
 def test_a_privileged_worker_is_denied_with_the_field_the_check_and_what_to_write():
-    privileged, escalation = findings(privileged_worker(), {ENFORCE: "restricted"})
+    privileged, escalation = findings(privileged_worker(**{APE: True}), {ENFORCE: "restricted"})
     assert privileged.path == f"{WORKER}.privileged"
     assert privileged.ceiling is Action.DENY and privileged.problem is Problem.POLICY
     assert privileged.message == (
@@ -66,7 +71,7 @@ def test_a_privileged_worker_is_denied_with_the_field_the_check_and_what_to_writ
 
 def test_the_launcher_is_named_when_its_template_fails():
     job = hardened(mpijob())
-    del job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["securityContext"]
+    del job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["securityContext"][APE]
     (finding,) = findings(job, {ENFORCE: "restricted"})
     assert finding.path == f"{LAUNCHER}.{APE}"
     assert finding.message.startswith('the Launcher pods violate PodSecurity "restricted:latest"')
@@ -82,7 +87,7 @@ def test_warn_namespace_warns_and_audit_namespace_audits():
     assert paths(warned) == [(f"{WORKER}.privileged", Action.WARN)]
     assert warned[0].message == ('Worker pods would violate PodSecurity "baseline:latest" (warn label): check '
                                  'privileged; set securityContext.privileged: false, or remove it')
-    audited = findings(privileged_worker(), {"pod-security.kubernetes.io/audit": "restricted"})
+    audited = findings(privileged_worker(**{APE: True}), {"pod-security.kubernetes.io/audit": "restricted"})
     assert paths(audited) == [(f"{WORKER}.privileged", Action.AUDIT), (f"{WORKER}.{APE}", Action.AUDIT)]
 
 
@@ -100,9 +105,11 @@ def test_a_warning_fits_the_256_characters_the_api_server_passes_on():
 
 
 def windows_job_without_escalation_field():
-    job = mpijob()
+    job = hardened(mpijob())
     for role in ("Launcher", "Worker"):
-        job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["os"] = {"name": "windows"}
+        spec = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
+        spec["os"] = {"name": "windows"}
+        del spec["containers"][0]["securityContext"][APE]
     return job
 
 
@@ -156,7 +163,9 @@ def test_a_minimum_level_for_chosen_namespaces_through_an_override():
 def test_exceptions_relax_the_policys_own_level_never_the_namespaces():
     policy = ("rules: {pod-security: {params: {minimumLevel: restricted, "
               "exceptions: {checks: [allowPrivilegeEscalation]}}}}")
-    job = mpijob()  # no allowPrivilegeEscalation: false anywhere
+    job = hardened(mpijob())
+    for role in ("Launcher", "Worker"):  # no allowPrivilegeEscalation: false anywhere
+        del job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0]["securityContext"][APE]
     assert findings(job, {ENFORCE: "baseline"}, policy) == []
     assert findings(job, {}, policy) == []
     enforced = findings(job, {ENFORCE: "restricted"}, policy)
@@ -198,3 +207,24 @@ def test_through_the_engine_a_violation_denies_with_403_semantics_and_unavailabl
     assert [f.rule for f in verdict.denials] == ["pod-security"] and verdict.is_policy_denial
     skipped = evaluate(context(privileged_worker(), settings=settings))
     assert "pod-security" in skipped.skipped and skipped.allowed
+
+
+def test_the_check_ids_exceptions_may_name_are_the_engines():
+    from policies.kube.pod_security.check_registry import _all_checks
+    assert set(CHECK_IDS) == {check.check_id for check in _all_checks()}
+
+
+def test_a_capability_exception_relaxes_the_policys_restricted_not_a_baseline_label():
+    job = hardened(mpijob())
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["securityContext"][
+        "capabilities"] = {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    strict = "rules: {pod-security: {params: {minimumLevel: restricted}}}"
+    (added,) = findings(job, {}, strict)
+    assert added.path == f"{WORKER}.capabilities.add[0]"
+    assert "of the policy (minimumLevel): check capabilities_restricted" in added.message
+    excepted = "rules: {pod-security: {params: {minimumLevel: restricted, exceptions: {capabilities: [IPC_LOCK]}}}}"
+    assert findings(job, {}, excepted) == []
+    assert findings(job, {ENFORCE: "privileged"}, excepted) == []
+    (enforced,) = findings(job, {ENFORCE: "baseline"}, excepted)
+    assert "(pod-security.kubernetes.io/enforce): check capabilities_baseline" in enforced.message
+    assert enforced.ceiling is Action.DENY
