@@ -84,21 +84,24 @@ def new_serving_cert(ca: Issued, dns_names: list[str], ip_addresses: list[str] =
 
 
 def new_client_cert(ca: Issued, common_name: str, dns_names: list[str] = (), *,  # type: ignore[assignment]
-                    days: int = DEFAULT_SERVING_DAYS, key_type: str = DEFAULT_KEY_TYPE) -> Issued:
+                    days: int = DEFAULT_SERVING_DAYS, key_type: str = DEFAULT_KEY_TYPE,
+                    organizations: tuple[str, ...] = ()) -> Issued:
     """A TLS client certificate (extendedKeyUsage clientAuth), e.g. the one the API server presents
-    to the webhook when ``serve --client-ca-file`` is on."""
+    to the webhook when ``serve --client-ca-file`` is on. ``organizations`` are the groups a
+    Kubernetes API server reads from it (``system:masters``)."""
     return _leaf_cert(ca, common_name, [x509.DNSName(n) for n in dns_names], ExtendedKeyUsageOID.CLIENT_AUTH,
-                      days, key_type)
+                      days, key_type, organizations)
 
 
 def _leaf_cert(ca: Issued, common_name: str, sans: list[x509.GeneralName], usage: x509.ObjectIdentifier,
-               days: int, key_type: str) -> Issued:
+               days: int, key_type: str, organizations: tuple[str, ...] = ()) -> Issued:
     """A certificate for one end of a TLS connection, signed by ``ca``, never outliving it."""
     key = new_key(key_type)
     now = _now()
     builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])]))
+        .subject_name(x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
+                                 x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])]))
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

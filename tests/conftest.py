@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, settings
 from testing.reference_data import (CAPTURED, DATA, ROOT, TRAINER, UPSTREAM, captured_reviews, load_yaml_documents,
                                     upstream_v2beta1_jobs)
 
-# The real server over TLS for end-to-end tests (fixture ``dev_server``).
-pytest_plugins = ("testing.tls_server",)
+# The real server over TLS for end-to-end tests (fixture ``dev_server``); a real Kubernetes control
+# plane when KUBEBUILDER_ASSETS names its binaries (fixtures ``control_plane``, ``kube_namespace``).
+pytest_plugins = ("testing.tls_server", "testing.control_plane")
 
 __all__ = ["CAPTURED", "DATA", "ROOT", "TRAINER", "UPSTREAM", "captured_reviews", "console_script",
            "load_yaml_documents", "upstream_v2beta1_jobs"]

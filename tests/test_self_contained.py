@@ -19,10 +19,15 @@ def tracked_files() -> list[Path]:
     return [ROOT / name for name in listed.decode().split("\0") if name]
 
 
+# CI's script alone may point the tests at what the machine has beside the checkout (the control
+# plane's binaries, through KUBEBUILDER_ASSETS); the tests themselves only read that variable.
+MAY_NAME_OUTSIDE = {ROOT / ".ci" / "run"}
+
+
 def test_no_tracked_file_names_a_folder_outside_the_checkout():
     offenders = []
     for path in tracked_files():
-        if not path.is_file():  # deleted in the work tree, not yet committed
+        if not path.is_file() or path in MAY_NAME_OUTSIDE:  # deleted in the work tree, not yet committed
             continue
         text = path.read_bytes().decode("utf-8", errors="replace")
         offenders += [f"{path.relative_to(ROOT)}: {needle}" for needle in OUTSIDE_PATHS if needle in text]
