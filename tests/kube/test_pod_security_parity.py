@@ -17,8 +17,7 @@ from policies.kube.pod_security import LevelVersion, evaluate_pod, forbidden_mes
 from testing.app_client import webhook
 from testing.builders import admission_review
 from testing.control_plane import ControlPlane
-from tests.webhook.pod_security_corpus import ENFORCE, Fixture, base_pod, fixtures, job_with, pod
-from tests.webhook.test_pod_security_corpus import REFUSED_BY_THE_SCHEMA
+from testing.pod_security_corpus import ENFORCE, REFUSED_BY_THE_SCHEMA, Fixture, base_pod, fixtures, job_with, pod
 
 API_SERVER_MINOR = 36  # the control plane's version: it knows no policy version past v1.36
 

@@ -11,13 +11,10 @@ from policies.cluster_view import StaticClusterView
 from policies.interface import Action
 from testing.app_client import Webhook, webhook
 from testing.builders import admission_review
-from tests.webhook.pod_security_corpus import Fixture, base_pod, every_level_version, fixtures, job_with, namespace_of, pod
+from testing.pod_security_corpus import (REFUSED_BY_THE_SCHEMA, Fixture, base_pod, every_level_version, fixtures, job_with,
+                                         namespace_of, pod)
 
 FIXTURES = fixtures()
-# Pods whose job the MPIJob CRD's own schema refuses before any rule runs (as the API server
-# does, 422 Invalid): a scaleIO volume with ``secretRef: null``, which the CRD requires. Denied
-# all the same, by ``[object-shape]``.
-REFUSED_BY_THE_SCHEMA = ("restrictedvolumes17-",)
 LEVEL_VERSIONS = list(every_level_version())
 
 

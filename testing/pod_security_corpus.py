@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from functools import cache
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
@@ -17,6 +16,10 @@ from testing.reference_data import DATA
 
 CORPUS = DATA / "pod-security"
 ENFORCE = "pod-security.kubernetes.io/enforce"
+# Pods whose job the MPIJob CRD's own schema refuses before any rule runs (as the API server
+# does, 422 Invalid): a scaleIO volume with ``secretRef: null``, which the CRD requires. Denied
+# all the same, by ``[object-shape]``.
+REFUSED_BY_THE_SCHEMA = ("restrictedvolumes17-",)
 
 
 class Fixture(NamedTuple):
@@ -73,7 +76,3 @@ def base_pod(level: str, version: str) -> dict[str, Any]:
                 fixture.pod.startswith("base-"):
             return pod(fixture.pod)
     raise LookupError(f"no base pod for {level} {version}")
-
-
-def corpus_path() -> Path:
-    return CORPUS
