@@ -30,13 +30,17 @@ from typing import Any, Literal, NamedTuple
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.messages import fits_warning
 from policies.kube.pod_security import (
+    AUDIT_LABEL,
+    ENFORCE_LABEL,
     PRIVILEGED,
+    WARN_LABEL,
+    NamespacePolicy,
+    policy_to_evaluate,
     CheckResult,
     Fix,
     LevelVersion,
     compare_levels,
     evaluate_pod,
-    parse_level,
     parse_version,
 )
 from policies.trainer.trainjob_review import review_of
@@ -44,7 +48,6 @@ from policies.trainer.trainjob_workload import RUNTIME_REF
 from policies.workload import PodGroup, Role, Source, request_workload
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
-ENFORCE, WARN, AUDIT = "enforce", "warn", "audit"
 Level = Literal["privileged", "baseline", "restricted"]
 # Upstream's check IDs (k8s.io/pod-security-admission/policy): what ``exceptions.checks`` may name.
 CheckId = Literal[
@@ -120,42 +123,6 @@ class PodSecurityParams:
         _version(self.minimum_version, "minimumVersion")
 
 
-class NamespaceLevels(NamedTuple):
-    """What a namespace's labels ask for, read as upstream's ``PolicyToEvaluate`` reads them."""
-
-    enforce: LevelVersion
-    warn: LevelVersion
-    audit: LevelVersion
-    labelled: bool  # the enforce label is there (valid or not)
-    errors: tuple[str, ...]  # "label=value: why", for the labels that could not be read
-
-
-def namespace_levels(labels: Mapping[str, Any]) -> NamespaceLevels:
-    errors: list[str] = []
-
-    def read(mode: str, invalid_level: str) -> LevelVersion:
-        level, version = PRIVILEGED, None
-        text = labels.get(LABEL_PREFIX + mode)
-        if isinstance(text, str):
-            try:
-                level = parse_level(text)
-            except ValueError as exc:
-                level = invalid_level
-                errors.append(f"{LABEL_PREFIX}{mode}={text}: {exc}")
-        version_text = labels.get(f"{LABEL_PREFIX}{mode}-version")
-        if isinstance(version_text, str):
-            try:
-                version = parse_version(version_text)
-            except ValueError as exc:
-                errors.append(f"{LABEL_PREFIX}{mode}-version={version_text}: {exc}")
-        return LevelVersion(level, version)
-
-    # Upstream fails closed for enforce and open for warn and audit.
-    enforce = read(ENFORCE, "restricted")
-    return NamespaceLevels(enforce, read(WARN, PRIVILEGED), read(AUDIT, PRIVILEGED),
-                           isinstance(labels.get(LABEL_PREFIX + ENFORCE), str), tuple(errors))
-
-
 def _level(level: str, version: str) -> LevelVersion:
     return LevelVersion(level, parse_version(version))
 
@@ -184,17 +151,17 @@ class PodSecurity:
         if params.default_level == PRIVILEGED and params.minimum_level == PRIVILEGED and \
                 not any(key.startswith(LABEL_PREFIX) for key in labels):
             return []  # the usual namespace: no label to read, no level of the policy's own
-        read = namespace_levels(labels)
-        modes = _modes(ctx.namespace, read, params)
-        if not modes and not read.errors:  # the usual namespace: nothing asked, nothing to read
+        read, errors = policy_to_evaluate(labels)
+        modes = _modes(ctx.namespace, read, ENFORCE_LABEL in labels, params)
+        if not modes and not errors:
             return []
         workload = request_workload(ctx)
         review = review_of(ctx)
         findings: list[Finding] = []
-        if read.errors:
+        if errors:
             findings.append(Finding(
                 self.id, "", f"namespace {ctx.namespace} has PodSecurity labels the API server cannot read "
-                f"({'; '.join(read.errors)}); it evaluates pods as if the enforce level were restricted "
+                f"({'; '.join(errors)}); it evaluates pods as if the enforce level were restricted "
                 "and the warn and audit levels privileged: fix the labels", Problem.POLICY, ceiling=Action.AUDIT))
         namespace_exempt = ctx.namespace in params.exemptions.namespaces
         for group in workload.present_groups():
@@ -255,21 +222,21 @@ class PodSecurity:
         return Finding(self.id, source.finding_path, message, Problem.POLICY, ceiling=mode.ceiling)
 
 
-def _modes(namespace: str, read: NamespaceLevels, params: PodSecurityParams) -> list[_Mode]:
+def _modes(namespace: str, read: NamespacePolicy, labelled: bool, params: PodSecurityParams) -> list[_Mode]:
     """The evaluations to run, strongest first: the namespace's enforce level, the policy's own,
     then the namespace's warn and audit levels. Privileged levels are left out: they check nothing."""
     where = f"namespace {namespace}"
-    modes = [_Mode(read.enforce, f"{where} ({LABEL_PREFIX}{ENFORCE})", Action.DENY, False)]
+    modes = [_Mode(read.enforce, f"{where} ({ENFORCE_LABEL})", Action.DENY, False)]
     own = _level(params.minimum_level, params.minimum_version)
     source = "the policy (minimumLevel)"
-    if not read.labelled:
+    if not labelled:
         default = _level(params.default_level, params.default_version)
         if compare_levels(default.level, own.level) > 0 or own.level == PRIVILEGED:
             own, source = default, "the policy (defaultLevel, the namespace has no enforce label)"
     if own != read.enforce:
         modes.append(_Mode(own, source, Action.DENY, True))
-    modes.append(_Mode(read.warn, f"{where} ({LABEL_PREFIX}{WARN})", Action.WARN, False))
-    modes.append(_Mode(read.audit, f"{where} ({LABEL_PREFIX}{AUDIT})", Action.AUDIT, False))
+    modes.append(_Mode(read.warn, f"{where} ({WARN_LABEL})", Action.WARN, False))
+    modes.append(_Mode(read.audit, f"{where} ({AUDIT_LABEL})", Action.AUDIT, False))
     return [mode for mode in modes if mode.level.level != PRIVILEGED]
 
 

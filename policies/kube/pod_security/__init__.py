@@ -8,8 +8,13 @@ from policies.kube.pod_security.check_results import (
 from policies.kube.pod_security.level_versions import (
     BASELINE, LATEST, LEVELS, PRIVILEGED, RESTRICTED, LevelVersion, compare_levels, parse_level, parse_version,
     version_text)
+from policies.kube.pod_security.namespace_policy import (
+    AUDIT_LABEL, AUDIT_VERSION_LABEL, ENFORCE_LABEL, ENFORCE_VERSION_LABEL, PRIVILEGED_POLICY, WARN_LABEL,
+    WARN_VERSION_LABEL, NamespacePolicy, policy_to_evaluate)
 
 __all__ = [
+    "AUDIT_LABEL", "AUDIT_VERSION_LABEL", "ENFORCE_LABEL", "ENFORCE_VERSION_LABEL", "PRIVILEGED_POLICY", "WARN_LABEL",
+    "WARN_VERSION_LABEL", "NamespacePolicy", "policy_to_evaluate",
     "BASELINE", "LATEST", "LEVELS", "PRIVILEGED", "RESTRICTED", "CheckResult", "Fix", "LevelVersion",
     "compare_levels", "evaluate_pod", "forbidden_detail", "forbidden_message", "newest_policy_version",
     "parse_level", "parse_version", "version_text", "would_violate_message",

@@ -5,7 +5,7 @@ from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix
 from policies.kube.pod_security.go_strings import named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE
-from policies.kube.pod_security.pod_fields import PodView, as_list, as_mapping, is_integer
+from policies.kube.pod_security.pod_fields import PodView, as_list, is_integer
 
 
 def host_ports_1_0(pod: PodView) -> CheckResult | None:
@@ -16,19 +16,20 @@ def host_ports_1_0(pod: PodView) -> CheckResult | None:
         defaulted = pod.host_network_ports and container.kind != "ephemeralContainers"
         found = False
         for index, port in enumerate(as_list(container.fields.get("ports"))):
-            port = as_mapping(port)
-            host_port = port.get("hostPort") if is_integer(port.get("hostPort")) else 0
-            if host_port == 0 and defaulted and is_integer(port.get("containerPort")):
-                host_port = port["containerPort"]
-                fix = Fix(container.name, "spec.hostNetwork", "false, or unset",
-                          f"remove spec.hostNetwork: with it, ports[{index}].containerPort {host_port} is a hostPort too")
+            if not isinstance(port, dict):
+                continue
+            host_port = port.get("hostPort")
+            if is_integer(host_port) and host_port != 0:
+                fixes.append(Fix(container.name, f"{container.path}.ports[{index}].hostPort", "0, or unset",
+                                 f"remove ports[{index}].hostPort (a Service or the pod's IP reaches the port)"))
+            elif defaulted and is_integer(host_port := port.get("containerPort")) and host_port != 0:
+                fixes.append(Fix(container.name, "spec.hostNetwork", "false, or unset",
+                                 f"remove spec.hostNetwork: with it, ports[{index}].containerPort {host_port} "
+                                 "is a hostPort too"))
             else:
-                fix = Fix(container.name, f"{container.path}.ports[{index}].hostPort", "0, or unset",
-                          f"remove ports[{index}].hostPort (a Service or the pod's IP reaches the port)")
-            if host_port != 0:
-                found = True
-                ports.append(str(host_port))
-                fixes.append(fix)
+                continue
+            found = True
+            ports.append(str(host_port))
         if found:
             bad_containers.append(container.name)
     if not bad_containers:

@@ -6,7 +6,7 @@ from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix
 from policies.kube.pod_security.go_strings import join_quote, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE
-from policies.kube.pod_security.pod_fields import ContainerView, PodView, as_mapping, as_string
+from policies.kube.pod_security.pod_fields import ContainerView, PodView, as_string
 
 CHECK_ID = "hostProbesAndHostLifecycle"
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
@@ -14,13 +14,22 @@ _LIFECYCLE_HANDLERS = ("postStart", "preStop")
 _ACTIONS = ("httpGet", "tcpSocket")
 
 
+def _hosts(where: str, handler: object) -> list[tuple[str, str]]:
+    if not isinstance(handler, dict):
+        return []
+    return [(f"{where}.{action}.host", host) for action in _ACTIONS
+            if isinstance(handler.get(action), dict) and (host := as_string(handler[action].get("host")))]
+
+
 def _host_fields(container: ContainerView) -> list[tuple[str, str]]:
     """(the path within the container, the host) for every host a probe or handler sets."""
-    handlers = [(probe, as_mapping(container.fields.get(probe))) for probe in _PROBES]
-    lifecycle = as_mapping(container.fields.get("lifecycle"))
-    handlers += [(f"lifecycle.{name}", as_mapping(lifecycle.get(name))) for name in _LIFECYCLE_HANDLERS]
-    return [(f"{where}.{action}.host", host) for where, handler in handlers for action in _ACTIONS
-            if (host := as_string(as_mapping(handler.get(action)).get("host")))]
+    fields = container.fields
+    found = [field for probe in _PROBES if probe in fields for field in _hosts(probe, fields[probe])]
+    lifecycle = fields.get("lifecycle")
+    if isinstance(lifecycle, dict):
+        found += [field for name in _LIFECYCLE_HANDLERS if name in lifecycle
+                  for field in _hosts(f"lifecycle.{name}", lifecycle[name])]
+    return found
 
 
 def host_probes_and_host_lifecycle_1_34(pod: PodView) -> CheckResult | None:

@@ -2,7 +2,7 @@
 (``policy/registry.go``) arranges them: a check's revision applies from its minimum version to the
 next revision's; restricted runs every baseline check a restricted one does not override; results
 come baseline checks first, then restricted ones, each group ordered by check ID. The tables are
-built once per newest version, never per pod."""
+built once (per emulated API server version), never per pod."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +29,7 @@ class Check(NamedTuple):
     versions: tuple[VersionedCheck, ...]
 
 
-def _all_checks() -> tuple[Check, ...]:
+def all_checks() -> tuple[Check, ...]:
     # Imported here: every check module imports this one for Check and VersionedCheck.
     from policies.kube.pod_security import (
         check_allow_privilege_escalation, check_app_armor_profile, check_capabilities, check_host_namespaces,
@@ -59,25 +59,37 @@ def _all_checks() -> tuple[Check, ...]:
     )
 
 
-class _Tables(NamedTuple):
-    newest: Version
+class CheckTables(NamedTuple):
+    """The checks of each level at each policy version, in the order they report."""
+    newest: Version                                     # what "latest", and any newer version, stands for
     baseline: Mapping[Version, tuple[CheckPod, ...]]
     restricted: Mapping[Version, tuple[CheckPod, ...]]
+
+    def checks_for(self, level_version: LevelVersion) -> Sequence[CheckPod]:
+        """The checks a pod must pass at this level and version; none for privileged (and, as
+        upstream, the restricted ones for a level it does not know)."""
+        if level_version.level == PRIVILEGED:
+            return ()
+        version = level_version.version
+        if version is None or self.newest < version:
+            version = self.newest
+        table = self.baseline if level_version.level == BASELINE else self.restricted
+        return table.get(version, ())
 
 
 def _revisions_by_version(check: Check, newest: Version) -> dict[Version, VersionedCheck]:
     revisions: dict[Version, VersionedCheck] = {}
     for index, revision in enumerate(check.versions):
-        until = check.versions[index + 1].minimum_version if index + 1 < len(check.versions) else (1, newest[1] + 1)
-        for minor in range(revision.minimum_version[1], until[1]):
+        until = check.versions[index + 1].minimum_version[1] if index + 1 < len(check.versions) else newest[1] + 1
+        for minor in range(revision.minimum_version[1], until):
             revisions[(1, minor)] = revision
     return revisions
 
 
-@cache
-def _tables(emulation_version: Version | None) -> _Tables:
-    checks = _all_checks()
-    newest = max(check.versions[-1].minimum_version for check in checks)
+def build_tables(checks: Sequence[Check], emulation_version: Version | None = None) -> CheckTables:
+    """Upstream's NewEvaluator: the newest version is the newest any check starts at, lowered to
+    the emulated version (the API server's own) when that is older."""
+    newest = max((check.versions[-1].minimum_version for check in checks), default=(0, 0))
     if emulation_version is not None and emulation_version < newest:
         newest = emulation_version
     revisions = {check.check_id: _revisions_by_version(check, newest) for check in checks}
@@ -86,7 +98,7 @@ def _tables(emulation_version: Version | None) -> _Tables:
              + sorted(check_id for check_id, level in levels.items() if level == RESTRICTED))
     baseline: dict[Version, tuple[CheckPod, ...]] = {}
     restricted: dict[Version, tuple[CheckPod, ...]] = {}
-    for minor in range(0, newest[1] + 1):
+    for minor in range(0, newest[1] + 1 if newest[0] == 1 else 0):
         version = (1, minor)
         present = {check_id: by_version[version] for check_id, by_version in revisions.items()
                    if version in by_version}
@@ -96,24 +108,18 @@ def _tables(emulation_version: Version | None) -> _Tables:
                                   if check_id in present and levels[check_id] == BASELINE)
         restricted[version] = tuple(present[check_id].check_pod for check_id in order
                                     if check_id in present and check_id not in overridden)
-    return _Tables(newest, baseline, restricted)
+    return CheckTables(newest, baseline, restricted)
+
+
+@cache
+def check_tables(emulation_version: Version | None = None) -> CheckTables:
+    """Every upstream check's tables, built once per emulated version."""
+    return build_tables(all_checks(), emulation_version)
 
 
 def newest_policy_version(emulation_version: Version | None = None) -> Version:
     """The version ``latest`` (and any newer version) stands for."""
-    return _tables(emulation_version).newest
-
-
-def checks_for(level_version: LevelVersion, emulation_version: Version | None = None) -> Sequence[CheckPod]:
-    """The checks a pod must pass at this level and version, in upstream's order."""
-    if level_version.level == PRIVILEGED:
-        return ()
-    tables = _tables(emulation_version)
-    version = level_version.version
-    if version is None or tables.newest < version:
-        version = tables.newest
-    table = tables.baseline if level_version.level == BASELINE else tables.restricted
-    return table.get(version, ())
+    return check_tables(emulation_version).newest
 
 
 def evaluate_pod(level_version: LevelVersion, pod_metadata: Mapping[str, Any], pod_spec: Mapping[str, Any],
@@ -122,7 +128,7 @@ def evaluate_pod(level_version: LevelVersion, pod_metadata: Mapping[str, Any], p
 
     ``emulation_version`` is upstream's: the API server's own version (``(1, 36)``), past which it
     knows no policy version; None for every check upstream has."""
-    checks = checks_for(level_version, emulation_version)
+    checks = check_tables(emulation_version).checks_for(level_version)
     if not checks:
         return []
     pod = PodView(pod_metadata, pod_spec)

@@ -49,3 +49,8 @@ def would_violate_message(level_version: LevelVersion, results: Sequence[CheckRe
     """The API server's warning (warn label) and audit annotation (audit label) for the same
     findings: ``would violate PodSecurity "restricted:latest": …``."""
     return f"would violate PodSecurity {go_quote(str(level_version))}: {forbidden_detail(results)}"
+
+
+def for_the_pod(write: str) -> str:
+    """A container's "set securityContext.x …" said of the pod: "set spec.securityContext.x …"."""
+    return write.replace("securityContext.", "spec.securityContext.", 1)

@@ -4,7 +4,7 @@ namespace (``hostUsers: false``) pass."""
 from __future__ import annotations
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
-from policies.kube.pod_security.check_results import CheckResult, Fix
+from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import named
 from policies.kube.pod_security.level_versions import RESTRICTED
 from policies.kube.pod_security.pod_fields import PodView, is_integer
@@ -12,6 +12,8 @@ from policies.kube.pod_security.pod_fields import PodView, is_integer
 RUN_AS_NON_ROOT_ID = "runAsNonRoot"
 RUN_AS_USER_ID = "runAsUser"
 _NON_ROOT_WRITE = "set securityContext.runAsNonRoot: true"
+_USER_ALLOWED = "a non-zero user ID, or unset"
+_USER_WRITE = "set securityContext.runAsUser to a non-zero user ID, or remove it"
 
 
 def run_as_non_root_1_0(pod: PodView) -> CheckResult | None:
@@ -20,7 +22,7 @@ def run_as_non_root_1_0(pod: PodView) -> CheckResult | None:
     pod_value = pod.pod_context_field("runAsNonRoot")
     if pod_value is False:
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.runAsNonRoot", "true", f"in the pod spec, {_NON_ROOT_WRITE}"))
+        fixes.append(Fix(None, "spec.securityContext.runAsNonRoot", "true", for_the_pod(_NON_ROOT_WRITE)))
     explicitly_bad, implicitly_bad = [], []
     for container in pod.containers:
         value = container.context_field("runAsNonRoot")
@@ -58,14 +60,13 @@ def _root(value: object) -> bool:
 def run_as_user_1_23(pod: PodView) -> CheckResult | None:
     setters: list[str] = []
     fixes: list[Fix] = []
-    allowed, write = "a non-zero user ID, or unset", "set securityContext.runAsUser to a non-zero user ID, or remove it"
     if _root(pod.pod_context_field("runAsUser")):
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.runAsUser", allowed, f"in the pod spec, {write}"))
+        fixes.append(Fix(None, "spec.securityContext.runAsUser", _USER_ALLOWED, for_the_pod(_USER_WRITE)))
     bad = [container for container in pod.containers if _root(container.context_field("runAsUser"))]
     if bad:
         setters.append(named("container", "containers", [c.name for c in bad]))
-        fixes.extend(Fix(c.name, f"{c.path}.securityContext.runAsUser", allowed, write) for c in bad)
+        fixes.extend(Fix(c.name, f"{c.path}.securityContext.runAsUser", _USER_ALLOWED, _USER_WRITE) for c in bad)
     if not setters:
         return None
     return CheckResult(RUN_AS_USER_ID, "runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0", tuple(fixes))

@@ -16,50 +16,52 @@ TYPES_1_0 = frozenset({"", "container_t", "container_init_t", "container_kvm_t"}
 TYPES_1_31 = TYPES_1_0 | {"container_engine_t"}
 
 
+def _forbidden_options(context: Mapping[str, Any] | None, allowed_types: frozenset[str]) -> tuple[list[str], str]:
+    """The seLinuxOptions keys a securityContext sets to a forbidden value (in upstream's order),
+    and the type it sets."""
+    options = None if context is None else context.get("seLinuxOptions")
+    if not isinstance(options, dict):
+        return [], ""
+    selinux_type = as_string(options.get("type"))
+    forbidden = ["type"] if selinux_type not in allowed_types else []
+    return forbidden + [key for key in ("user", "role") if as_string(options.get(key))], selinux_type
+
+
 def _se_linux_options(allowed_types: frozenset[str]) -> Callable[[PodView], CheckResult | None]:
     type_allowed = ", ".join(sorted(allowed_types - {""})) + ", or unset"
 
+    def fix(container: str | None, path: str, key: str) -> Fix:
+        field = f"securityContext.seLinuxOptions.{key}"
+        scope = "spec." if container is None else ""
+        if key == "type":
+            return Fix(container, f"{path}.{field}", type_allowed, f"set {scope}{field} to one of {type_allowed}")
+        return Fix(container, f"{path}.{field}", "unset", f"remove {scope}{field}")
+
     def check(pod: PodView) -> CheckResult | None:
-        bad_types: list[str] = []
-        set_user = set_role = False
+        setters: list[str] = []
         fixes: list[Fix] = []
-
-        def invalid(context: Mapping[str, Any] | None, container: str | None, path: str, where: str) -> bool:
-            nonlocal set_user, set_role
-            options = None if context is None else context.get("seLinuxOptions")
-            if not isinstance(options, Mapping):
-                return False
-            found = False
-            selinux_type = as_string(options.get("type"))
-            if selinux_type not in allowed_types:
+        bad_types: list[str] = []
+        forbidden_keys: set[str] = set()
+        places = [(None, "spec", pod.security_context)] + [(c.name, c.path, c.security_context) for c in pod.containers]
+        bad_containers = []
+        for container, path, context in places:
+            keys, selinux_type = _forbidden_options(context, allowed_types)
+            if not keys:
+                continue
+            if container is None:
+                setters.append("pod")
+            else:
+                bad_containers.append(container)
+            if "type" in keys:
                 bad_types.append(selinux_type)
-                fixes.append(Fix(container, f"{path}.securityContext.seLinuxOptions.type", type_allowed,
-                                 f"{where}set securityContext.seLinuxOptions.type to one of {type_allowed}"))
-                found = True
-            for key in ("user", "role"):
-                if as_string(options.get(key)):
-                    fixes.append(Fix(container, f"{path}.securityContext.seLinuxOptions.{key}", "unset",
-                                     f"{where}remove securityContext.seLinuxOptions.{key}"))
-                    found = True
-                    if key == "user":
-                        set_user = True
-                    else:
-                        set_role = True
-            return found
-
-        setters = ["pod"] if invalid(pod.security_context, None, "spec", "in the pod spec, ") else []
-        bad = [c.name for c in pod.containers if invalid(c.security_context, c.name, c.path, "")]
-        if bad:
-            setters.append(named("container", "containers", bad))
+            forbidden_keys.update(keys)
+            fixes.extend(fix(container, path, key) for key in keys)
+        if bad_containers:
+            setters.append(named("container", "containers", bad_containers))
         if not setters:
             return None
-        data = []
-        if bad_types:
-            data.append(named("type", "types", sorted_set(bad_types)))
-        if set_user:
-            data.append("user may not be set")
-        if set_role:
-            data.append("role may not be set")
+        data = [named("type", "types", sorted_set(bad_types))] if bad_types else []
+        data += [f"{key} may not be set" for key in ("user", "role") if key in forbidden_keys]
         return CheckResult(
             CHECK_ID, "seLinuxOptions",
             f"{' and '.join(setters)} set forbidden securityContext.seLinuxOptions: {'; '.join(data)}", tuple(fixes))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
-from policies.kube.pod_security.check_results import CheckResult, Fix
+from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import go_quote, join_quote, named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE, RESTRICTED
 from policies.kube.pod_security.pod_fields import PodView, as_string
@@ -47,7 +47,7 @@ def seccomp_profile_baseline_1_0(pod: PodView) -> CheckResult | None:
 def _explicit_type(context: Mapping[str, Any] | None) -> str | None:
     """The seccomp profile type a securityContext sets ("" for a profile without one); None if unset."""
     profile = None if context is None else context.get("seccompProfile")
-    return as_string(profile.get("type")) if isinstance(profile, Mapping) else None
+    return as_string(profile.get("type")) if isinstance(profile, dict) else None
 
 
 def _seccomp_profile(pod: PodView, check_id: str, required: bool) -> CheckResult | None:
@@ -60,7 +60,7 @@ def _seccomp_profile(pod: PodView, check_id: str, required: bool) -> CheckResult
     if pod_type is not None and pod_type not in _VALID_TYPES:
         setters.append("pod")
         bad_values.append(pod_type)
-        fixes.append(Fix(None, "spec.securityContext.seccompProfile.type", allowed, f"in the pod spec, {_TYPE_WRITE}"))
+        fixes.append(Fix(None, "spec.securityContext.seccompProfile.type", allowed, for_the_pod(_TYPE_WRITE)))
     pod_set = pod_type in _VALID_TYPES
     explicitly_bad, implicitly_bad = [], []
     for container in pod.containers:

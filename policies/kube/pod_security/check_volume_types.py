@@ -7,7 +7,7 @@ from policies.kube.pod_security.check_registry import Check, VersionedCheck
 from policies.kube.pod_security.check_results import CheckResult, Fix
 from policies.kube.pod_security.go_strings import go_quote, named, pluralize, sorted_set
 from policies.kube.pod_security.level_versions import BASELINE, RESTRICTED
-from policies.kube.pod_security.pod_fields import PodView, is_object
+from policies.kube.pod_security.pod_fields import PodView
 
 HOST_PATH_VOLUMES_ID = "hostPathVolumes"
 RESTRICTED_VOLUMES_ID = "restrictedVolumes"
@@ -18,10 +18,11 @@ RESTRICTED_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "
                       "rbd", "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "vsphereVolume",
                       "quobyte", "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "storageos")
 _ALLOWED_TEXT = ", ".join(ALLOWED_SOURCES)
+_ALLOWED_SET = frozenset(ALLOWED_SOURCES)
 
 
 def host_path_volumes_1_0(pod: PodView) -> CheckResult | None:
-    bad = [volume for volume in pod.volumes if is_object(volume.fields.get("hostPath"))]
+    bad = [volume for volume in pod.volumes if isinstance(volume.fields.get("hostPath"), dict)]
     if not bad:
         return None
     return CheckResult(
@@ -36,9 +37,12 @@ def restricted_volumes_1_0(pod: PodView) -> CheckResult | None:
     bad_types: list[str] = []
     fixes: list[Fix] = []
     for volume in pod.volumes:
-        if volume.empty_dir_by_default or any(is_object(volume.fields.get(source)) for source in ALLOWED_SOURCES):
+        fields = volume.fields
+        if any(isinstance(fields.get(source), dict) for source in _ALLOWED_SET.intersection(fields)):
             continue
-        source = next((source for source in RESTRICTED_SOURCES if is_object(volume.fields.get(source))), None)
+        source = next((source for source in RESTRICTED_SOURCES if isinstance(fields.get(source), dict)), None)
+        if source is None and pod.pod_defaults:
+            continue    # no source at all: the API server has defaulted it to an emptyDir
         bad_names.append(volume.name)
         bad_types.append(source or "unknown")
         fixes.append(Fix(None, f"spec.volumes[{volume.index}]" + (f".{source}" if source else ""), _ALLOWED_TEXT,

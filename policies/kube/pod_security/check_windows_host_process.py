@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.kube.pod_security.check_registry import Check, VersionedCheck
-from policies.kube.pod_security.check_results import CheckResult, Fix
+from policies.kube.pod_security.check_results import CheckResult, Fix, for_the_pod
 from policies.kube.pod_security.go_strings import named
 from policies.kube.pod_security.level_versions import BASELINE
 from policies.kube.pod_security.pod_fields import PodView, as_mapping
@@ -25,7 +25,7 @@ def windows_host_process_1_0(pod: PodView) -> CheckResult | None:
     fixes: list[Fix] = []
     if _host_process(pod.security_context):
         setters.append("pod")
-        fixes.append(Fix(None, "spec.securityContext.windowsOptions.hostProcess", _ALLOWED, f"in the pod spec, {_WRITE}"))
+        fixes.append(Fix(None, "spec.securityContext.windowsOptions.hostProcess", _ALLOWED, for_the_pod(_WRITE)))
     if bad:
         setters.append(named("container", "containers", [c.name for c in bad]))
         fixes.extend(Fix(c.name, f"{c.path}.securityContext.windowsOptions.hostProcess", _ALLOWED, _WRITE) for c in bad)
