@@ -59,6 +59,7 @@ CheckId = Literal[
 ]
 CHECK_IDS: tuple[str, ...] = typing.get_args(CheckId)
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+_NONE: Mapping[str, Any] = {}
 
 
 def _version(text: str, name: str) -> None:
@@ -143,13 +144,12 @@ class PodSecurity:
     needs_cluster = True  # the namespace's labels come from the namespace cache
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        params: PodSecurityParams = ctx.params(self.id)
         namespace = ctx.cluster.namespace(ctx.namespace)
-        labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+        labels = ((namespace or _NONE).get("metadata") or _NONE).get("labels") or _NONE
         if not isinstance(labels, Mapping):
-            labels = {}
-        if params.default_level == PRIVILEGED and params.minimum_level == PRIVILEGED and \
-                not any(key.startswith(LABEL_PREFIX) for key in labels):
+            labels = _NONE
+        params: PodSecurityParams = ctx.params(self.id)
+        if params.default_level == PRIVILEGED and params.minimum_level == PRIVILEGED and not _labelled(labels):
             return []  # the usual namespace: no label to read, no level of the policy's own
         read, errors = policy_to_evaluate(labels)
         modes = _modes(ctx.namespace, read, ENFORCE_LABEL in labels, params)
@@ -188,8 +188,9 @@ class PodSecurity:
                     relaxed = metadata, _without_capabilities(spec, params.exceptions.capabilities)
                 results = [r for r in evaluate_pod(mode.level, *relaxed) if r.check_id not in params.exceptions.checks]
             else:
-                results = evaluated.get(mode.level) or evaluate_pod(mode.level, metadata, spec)
-                evaluated[mode.level] = results
+                results = evaluated.get(mode.level)
+                if results is None:
+                    results = evaluated[mode.level] = evaluate_pod(mode.level, metadata, spec)
             for result in results:
                 for fix in result.fixes or (Fix(None, "spec", "", ""),):
                     if (result.check_id, fix.field) in reported:
@@ -222,6 +223,15 @@ class PodSecurity:
         return Finding(self.id, source.finding_path, message, Problem.POLICY, ceiling=mode.ceiling)
 
 
+def _labelled(labels: Mapping[str, Any]) -> bool:
+    """Whether the namespace has a PodSecurity label (a loop: cheaper than any() of a generator,
+    and run for every request)."""
+    for key in labels:
+        if key.startswith(LABEL_PREFIX):
+            return True
+    return False
+
+
 def _modes(namespace: str, read: NamespacePolicy, labelled: bool, params: PodSecurityParams) -> list[_Mode]:
     """The evaluations to run, strongest first: the namespace's enforce level, the policy's own,
     then the namespace's warn and audit levels. Privileged levels are left out: they check nothing."""
@@ -235,8 +245,12 @@ def _modes(namespace: str, read: NamespacePolicy, labelled: bool, params: PodSec
             own, source = default, "the policy (defaultLevel, the namespace has no enforce label)"
     if own != read.enforce:
         modes.append(_Mode(own, source, Action.DENY, True))
-    modes.append(_Mode(read.warn, f"{where} ({WARN_LABEL})", Action.WARN, False))
-    modes.append(_Mode(read.audit, f"{where} ({AUDIT_LABEL})", Action.AUDIT, False))
+    # A warn or audit level the enforce level already judges adds nothing: its findings would all
+    # be the denials again (the API server, too, evaluates each level and version once).
+    if read.warn != read.enforce:
+        modes.append(_Mode(read.warn, f"{where} ({WARN_LABEL})", Action.WARN, False))
+    if read.audit not in (read.enforce, read.warn):
+        modes.append(_Mode(read.audit, f"{where} ({AUDIT_LABEL})", Action.AUDIT, False))
     return [mode for mode in modes if mode.level.level != PRIVILEGED]
 
 
