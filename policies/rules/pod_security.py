@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from policies.cluster_view import SnapshotMemo
 from policies.interface import Action, Finding, Problem, RuleContext
 from policies.messages import fits_warning
 from policies.kube.pod_security import (
@@ -144,15 +145,13 @@ class PodSecurity:
     needs_cluster = True  # the namespace's labels come from the namespace cache
 
     def check(self, ctx: RuleContext) -> list[Finding]:
-        namespace = ctx.cluster.namespace(ctx.namespace)
-        labels = ((namespace or _NONE).get("metadata") or _NONE).get("labels") or _NONE
-        if not isinstance(labels, Mapping):
-            labels = _NONE
+        # A namespace the cache does not hold reads as one without labels
+        namespace = ctx.cluster.namespace(ctx.namespace) or _NONE
         params: PodSecurityParams = ctx.params(self.id)
-        if params.default_level == PRIVILEGED and params.minimum_level == PRIVILEGED and not _labelled(labels):
+        if params.default_level == PRIVILEGED and params.minimum_level == PRIVILEGED and \
+                not _labelled(_labels(namespace)):
             return []  # the usual namespace: no label to read, no level of the policy's own
-        read, errors = policy_to_evaluate(labels)
-        modes = _modes(ctx.namespace, read, ENFORCE_LABEL in labels, params)
+        modes, errors = _namespace_modes(namespace, params)
         if not modes and not errors:
             return []
         workload = request_workload(ctx)
@@ -221,6 +220,23 @@ class PodSecurity:
             message = next((m for m in map(source.said, shorter) if fits_warning(self.id, source.finding_path, m)),
                            source.said(shorter[-1]))
         return Finding(self.id, source.finding_path, message, Problem.POLICY, ceiling=mode.ceiling)
+
+
+def _read_modes(namespace: Mapping[str, Any], params: PodSecurityParams) -> tuple[list[_Mode], list[str]]:
+    labels = _labels(namespace)
+    read, errors = policy_to_evaluate(labels)
+    name = str((namespace.get("metadata") or _NONE).get("name") or "")
+    return _modes(name, read, ENFORCE_LABEL in labels, params), errors
+
+
+# Per snapshot of the namespace (the cache's object: another one when its labels change) and
+# parameters (one object per policy and namespace): not read again on every request.
+_namespace_modes: SnapshotMemo[tuple[list[_Mode], list[str]]] = SnapshotMemo(_read_modes, size=4096)
+
+
+def _labels(namespace: Mapping[str, Any]) -> Mapping[str, Any]:
+    labels = (namespace.get("metadata") or _NONE).get("labels") or _NONE
+    return labels if isinstance(labels, Mapping) else _NONE
 
 
 def _labelled(labels: Mapping[str, Any]) -> bool:
