@@ -179,7 +179,6 @@ class PodSecurity:
         spec = group.template
         relaxed: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None
         reported: set[tuple[str, str]] = set()  # (check, field): each problem once, at its strongest
-        evaluated: dict[LevelVersion, list[CheckResult]] = {}
         findings: list[Finding] = []
         for mode in modes:
             if mode.policy_added:
@@ -187,9 +186,7 @@ class PodSecurity:
                     relaxed = metadata, _without_capabilities(spec, params.exceptions.capabilities)
                 results = [r for r in evaluate_pod(mode.level, *relaxed) if r.check_id not in params.exceptions.checks]
             else:
-                results = evaluated.get(mode.level)
-                if results is None:
-                    results = evaluated[mode.level] = evaluate_pod(mode.level, metadata, spec)
+                results = evaluate_pod(mode.level, metadata, spec)  # each level once: _modes drops repeats
             for result in results:
                 for fix in result.fixes or (Fix(None, "spec", "", ""),):
                     if (result.check_id, fix.field) in reported:
