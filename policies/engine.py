@@ -197,7 +197,7 @@ def _skipped_finding(ctx: RuleContext, skipped: Iterable[str]) -> Finding:
         CLUSTER_STATE_RULE,
         "",
         f"cluster checks ({', '.join(skipped)}) were not run: {reason}; "
-        "quota, LimitRange and node capacity were not verified for this job",
+        "quota, LimitRange, nodes and Pod Security were not verified for this job",
         Problem.POLICY,
     )
 

@@ -17,6 +17,7 @@ from policies.rules.limit_range import LimitRange
 from policies.rules.launcher import Launcher
 from policies.rules.mpi_settings import MpiSettings
 from policies.rules.node_fit import NodeFit
+from policies.rules.pod_security import PodSecurity
 from policies.rules.replica_spec import ReplicaSpec
 from policies.rules.resource_quota import ResourceQuota
 from policies.rules.run_policy import RunPolicy
@@ -42,6 +43,8 @@ RULES: tuple[Rule, ...] = (
     ResourceQuota(),
     NodeFit(),
     KueueQueue(),
+    # the namespace's PodSecurity labels (namespace cache): the pods as PodSecurity admission will see them
+    PodSecurity(),
 )
 
 # A TrainJob on an MPI runtime gets every rule about the workload, the launcher's count and

@@ -50,7 +50,8 @@ CLUSTER_STATE = (
     ("ResourceQuota", "resourcequotas", "quota hard limits and what is left, per namespace"),
     ("LimitRange", "limitranges", "container defaults and maximums (GPUs per pod too), per namespace"),
     ("Node", "nodes", "whether each pod fits on some node: allocatable resources, labels, taints"),
-    ("Namespace", "namespaces", "namespace labels, which select the policy's per-namespace overrides"),
+    ("Namespace", "namespaces", "namespace labels: they select the policy's per-namespace overrides, and "
+                                "their pod-security.kubernetes.io labels are the levels pod-security checks"),
     ("LocalQueue", "localqueues.kueue.x-k8s.io", "Kueue's queues: whether a job's queue exists (any one: Kueue "
                                                  "is installed)"),
     ("MPIJob", "mpijobs.v2beta1.kubeflow.org", "the namespace's other MPIJobs: quota they claim before all their "

@@ -27,7 +27,7 @@ from policies.messages import WARNING_LIMIT
 from policies.registry import MUTATION_IDS, TRAINJOB_RULES
 from testing.app_client import webhook
 from testing.builders import mpijob
-from testing.kube_objects import limit_range, local_queue, node, resource_quota
+from testing.kube_objects import limit_range, local_queue, namespace, node, resource_quota
 from tests.policies.trainer.trainer_data import runtime, trainjob, trainjob_review
 from webhook.cli import main
 from webhook.offline import cluster_view
@@ -221,6 +221,14 @@ CASES: dict[str, Case] = {
         "warn", "kueue-queue", f'metadata.labels[{QUEUE}]: LocalQueue "nope" does not exist in namespace team-a '
         "(LocalQueues here: other); Kueue would keep the job suspended with no visible reason; set the label to one "
         "of them")), cluster=(local_queue("other"),)),
+    # a hostPath volume (a field both shapes' CRDs let a patch write) in a namespace enforcing baseline
+    "pod-security": Case(node_pod_patch({"volumes": [{"name": "scratch", "hostPath": {"path": "/scratch"}}]},
+                                        numNodes=3), lambda shape: [(
+        "deny", "pod-security", f"{NODE_PATCH_AT[shape]}.volumes[0].hostPath: the TrainJob's node pods violate "
+        'PodSecurity "baseline:latest" of namespace team-a (pod-security.kubernetes.io/enforce): check hostPathVolumes: '
+        'hostPath volumes; allowed: no hostPath volume; replace the hostPath of volume "scratch" with another source, '
+        "e.g. emptyDir, a persistentVolumeClaim or a configMap")], 403,
+        cluster=(namespace("team-a", {"pod-security.kubernetes.io/enforce": "baseline"}),)),
     "job-name": Case(lambda shape: trainjob(name="a" * 45, numNodes=4), lambda shape: [(
         "deny", "job-name", f'metadata.name: Invalid value: "{"a" * 45}": the Trainer controller names pods after the '
         f'job: "{"a" * 45}-launcher-0-0-xxxxx" (64 characters) is over the 63 allowed for a DNS-1035 label; with '

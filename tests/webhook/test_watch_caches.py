@@ -468,7 +468,7 @@ def test_api_down_skips_cluster_rules_with_a_warning(api: KubeAPI, caches: Clust
     response = validate(caches, gpu_job(workers=20))
     assert response["allowed"] is True
     (warning,) = [w for w in response["warnings"] if w.startswith("[cluster-state]")]
-    assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue) were not run" in warning
+    assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue, pod-security) were not run" in warning
     assert "lost the watch on" in warning
     strict = replace(default_settings(), cluster_unavailable=Action.DENY)
     denied = validate(caches, gpu_job(workers=20), strict)
