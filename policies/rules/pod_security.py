@@ -119,10 +119,18 @@ class PodSecurityParams:
     exemptions: PodSecurityExemptions = field(default_factory=PodSecurityExemptions)
     # Who creates each kind of pod, for exemptions.usernames
     pod_creators: PodCreators = field(default_factory=PodCreators)
+    # The cluster's Kubernetes version (v1.N): its API server knows no policy version past its own,
+    # so "latest", and any newer version a label names, are evaluated as this one
+    api_server_version: str = "v1.36"
 
     def __post_init__(self) -> None:
         _version(self.default_version, "defaultVersion")
         _version(self.minimum_version, "minimumVersion")
+        _version(self.api_server_version, "apiServerVersion")
+
+    @property
+    def emulation_version(self) -> tuple[int, int] | None:
+        return parse_version(self.api_server_version)
 
 
 def _level(level: str, version: str) -> LevelVersion:
@@ -184,9 +192,10 @@ class PodSecurity:
             if mode.policy_added:
                 if relaxed is None:
                     relaxed = metadata, _without_capabilities(spec, params.exceptions.capabilities)
-                results = [r for r in evaluate_pod(mode.level, *relaxed) if r.check_id not in params.exceptions.checks]
-            else:
-                results = evaluate_pod(mode.level, metadata, spec)  # each level once: _modes drops repeats
+                results = [r for r in evaluate_pod(mode.level, *relaxed, emulation_version=params.emulation_version)
+                           if r.check_id not in params.exceptions.checks]
+            else:  # each level once: _modes drops repeats
+                results = evaluate_pod(mode.level, metadata, spec, emulation_version=params.emulation_version)
             for result in results:
                 for fix in result.fixes or (Fix(None, "spec", "", ""),):
                     if (result.check_id, fix.field) in reported:

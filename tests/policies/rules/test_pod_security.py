@@ -184,6 +184,7 @@ def test_exemptions_mirror_the_api_servers_and_leave_the_policys_own_level():
 @pytest.mark.parametrize(("params", "problem"), [
     ("{defaultVersion: '1.29'}", "defaultVersion '1.29': must be \"latest\" or \"v1.x\""),
     ("{minimumLevel: strict}", "unsupported value 'strict': must be one of privileged, baseline, restricted"),
+    ("{apiServerVersion: '1.36'}", "apiServerVersion '1.36': must be \"latest\" or \"v1.x\""),
     ("{exceptions: {checks: [privilegedd]}}", "unsupported value 'privilegedd': must be one of allowPrivilegeEscalation, appArmorProfile"),
 ])
 def test_bad_parameters_make_the_policy_invalid(params, problem):
@@ -221,3 +222,25 @@ def test_a_capability_exception_relaxes_the_policys_restricted_not_a_baseline_la
     (enforced,) = findings(job, {ENFORCE: "baseline"}, excepted)
     assert "(pod-security.kubernetes.io/enforce): check capabilities_baseline" in enforced.message
     assert enforced.ceiling is Action.DENY
+
+
+def sysctl_job(name):
+    job = hardened(mpijob())
+    job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"]["sysctls"] = [
+        {"name": name, "value": "0"}]
+    return job
+
+
+@pytest.mark.parametrize(("policy", "denied"), [
+    ("{}", True),  # a 1.36 API server: latest is v1.36, which does not allow the sysctl yet
+    ("{rules: {pod-security: {params: {apiServerVersion: v1.37}}}}", False),  # v1.37 added it
+    ("{rules: {pod-security: {params: {apiServerVersion: latest}}}}", False),  # every version we know
+])
+def test_latest_is_the_api_servers_own_version(policy, denied):
+    """Upstream v1.37 adds net.ipv4.tcp_slow_start_after_idle to the safe sysctls; an API server of
+    1.36 evaluates 'latest' (and v1.37) as v1.36 and refuses it."""
+    found = findings(sysctl_job("net.ipv4.tcp_slow_start_after_idle"), {ENFORCE: "baseline"}, policy=policy)
+    assert [f.path for f in found] == (
+        ["spec.mpiReplicaSpecs[Worker].template.spec.securityContext.sysctls[0].name"] if denied else [])
+    if denied:
+        assert 'PodSecurity "baseline:latest"' in found[0].message
