@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs.authority import Issued, new_ca, new_client_cert, new_key, new_serving_cert, write_private_key
 from testing.child_processes import die_with_parent, forget, stop_group_at_exit
-from testing.tls_server import free_port
+from testing.tls_server import free_port, get_once
 
 ASSETS_VARIABLE = "KUBEBUILDER_ASSETS"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -136,13 +136,7 @@ class ControlPlane:
         """One GET as admin, straight over HTTPS (no client library in between)."""
         context = ssl.create_default_context(cafile=str(self.ca_file))
         context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        connection = http.client.HTTPSConnection("127.0.0.1", self.apiserver_port, context=context, timeout=5)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
+        return get_once(http.client.HTTPSConnection("127.0.0.1", self.apiserver_port, context=context, timeout=5), path)
 
     def kubectl(self, *args: str, input: str | bytes | None = None, check: bool = True,
                 kubeconfig: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -300,15 +294,16 @@ def _write_kubeconfig(path: Path, server: str, ca_file: Path, user: dict[str, st
     path.chmod(0o600)
 
 
-def _plain_get(host: str, port: int, path: str) -> int | None:
-    connection = http.client.HTTPConnection(host, port, timeout=2)
+def _status(connection: http.client.HTTPConnection, path: str) -> int | None:
+    """The status of one GET, None when nothing (or nothing HTTP) answers yet."""
     try:
-        connection.request("GET", path)
-        return connection.getresponse().status
+        return get_once(connection, path)[0]
     except (OSError, http.client.HTTPException):
         return None
-    finally:
-        connection.close()
+
+
+def _plain_get(host: str, port: int, path: str) -> int | None:
+    return _status(http.client.HTTPConnection(host, port, timeout=2), path)
 
 
 def _tls_get_unverified(port: int, path: str) -> int | None:
@@ -316,14 +311,7 @@ def _tls_get_unverified(port: int, path: str) -> int | None:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=2)
-    try:
-        connection.request("GET", path)
-        return connection.getresponse().status
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        connection.close()
+    return _status(http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=2), path)
 
 
 def _tail(text: str, lines: int = 30) -> str:

@@ -64,13 +64,7 @@ class TlsServer:
 
     def health_request(self, path: str) -> tuple[int, bytes]:
         """GET ``path`` on the plain health port, on a fresh connection."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.health_port, timeout=10)
-        try:
-            connection.request("GET", path)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
+        return get_once(http.client.HTTPConnection("127.0.0.1", self.health_port, timeout=10), path)
 
     def post_json(self, path: str, document: Any) -> tuple[int, Any]:
         status, body = self.request("POST", path, json.dumps(document).encode(),
@@ -83,6 +77,16 @@ class TlsServer:
         assert status == 200, (status, answer)
         assert answer["response"]["uid"] == review["request"]["uid"]
         return answer["response"]
+
+
+def get_once(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+    """One GET on ``connection``, which is closed after it: the status and the body."""
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def free_port() -> int:
