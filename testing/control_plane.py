@@ -93,6 +93,9 @@ class ControlPlane:
         self._start_etcd()
         self.start_apiserver()
         self._start_controller_manager()
+        # its controllers are built only after /healthz says ok: until the ServiceAccount
+        # controller has made "default", an outage of the API server would still end it
+        self.wait_for_service_account("default", "default", timeout=READY_TIMEOUT)
 
     def stop(self) -> None:
         """The end of the session: nothing is kept, so nothing waits for open watches to drain."""
@@ -116,6 +119,10 @@ class ControlPlane:
             *self.apiserver_extra_args,
         ])
         self._wait("kube-apiserver", self.apiserver_ready)
+        if "kube-controller-manager" in self.processes:
+            # the controller manager ends itself when the API server is gone while it builds a
+            # controller's client: started again here, the namespaces' ServiceAccounts keep coming
+            self._start_controller_manager()
 
     def stop_apiserver(self, grace: float = STOP_TIMEOUT) -> None:
         """SIGTERM, and SIGKILL after ``grace`` seconds. A kube-apiserver told to stop refuses new
@@ -165,8 +172,10 @@ class ControlPlane:
         _write_kubeconfig(path, self.server, self.ca_file, {"token": token.strip()})
         return path
 
-    def wait_for_service_account(self, name: str, namespace: str, timeout: float = 30) -> None:
-        """The ServiceAccount controller makes ``default`` in a new namespace; pods need it."""
+    def wait_for_service_account(self, name: str, namespace: str, timeout: float = 90) -> None:
+        """The ServiceAccount controller makes ``default`` in a new namespace; pods need it. After
+        the API server was restarted that takes up to half a minute (the controller manager's
+        watches come back at their next retry)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.kubectl("get", "serviceaccount", name, "-n", namespace, check=False).returncode == 0:

@@ -101,7 +101,7 @@ def test_the_api_server_stopped_and_started_again(webhook: DeployedWebhook, team
         skipped = review(webhook, team, 5)
         assert skipped["allowed"] is True
         warning = cluster_state_warning(skipped)
-        assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue) were not run: lost the watch" \
+        assert "cluster checks (limit-range, resource-quota, node-fit, kueue-queue, pod-security) were not run: lost the watch" \
             in warning
         assert "trainer.kubeflow.org" not in warning and "kueue.x-k8s.io" not in warning
         time.sleep(max(0.0, stopped + OUTAGE - time.monotonic()))
