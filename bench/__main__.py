@@ -6,6 +6,8 @@
         overhead       CPU per request, ours vs the floor's app (see ``bench.overhead``)
         parts          what each rule, mutation, input check and observer costs in a request (``bench.parts``)
         instructions   instructions and cache misses per request under valgrind (``bench.instructions``)
+        served-instructions  the same of a served request, the server under valgrind
+                       (``bench.served_instructions``)
     python3 -m bench soak [--quick] [...]                   the server as deployed under hostile clients, against its targets
                                                             (see ``bench.soak``)
     python3 -m bench e2e [--smoke] [...]                    what admission adds to an MPIJob create on a real API server:
@@ -17,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-MODES = ("calls", "overhead", "parts", "instructions")
+MODES = ("calls", "overhead", "parts", "instructions", "served-instructions")
 USAGE = f"""usage: python3 -m bench run [--quick | --smoke] [--json FILE] [...]   load test against the floor, growth tables
        python3 -m bench profile [--mode {{{','.join(MODES)}}}] [...]      in-process: where a request's time goes
        python3 -m bench soak [--quick] [...]                the server under hostile clients, against its targets
@@ -46,8 +48,10 @@ def _command(mode: str) -> Callable[[list[str]], int]:
         from bench.overhead import main
     elif mode == "parts":
         from bench.parts import main
-    else:
+    elif mode == "instructions":
         from bench.instructions import main
+    else:
+        from bench.served_instructions import main
     return main
 
 

@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +34,12 @@ class ServerProcess:
     """One server (``serve``, the floor, or a variant) on a free port on 127.0.0.1."""
 
     def __init__(self, name: str, module_args: list[str], workdir: Path, ca_file: Path,
-                 cpus: set[int] | None = None, *, tree: Path = ROOT, health_port: bool = True) -> None:
+                 cpus: set[int] | None = None, *, tree: Path = ROOT, health_port: bool = True,
+                 launcher: Sequence[str] = (), environment: Mapping[str, str] | None = None) -> None:
         """``tree``: the source tree whose modules the server runs (another checkout: its modules
-        come first on the path); ``health_port=False`` for a server without ``--health-port``."""
+        come first on the path); ``health_port=False`` for a server without ``--health-port``;
+        ``launcher``: a command the interpreter runs under (valgrind); ``environment``: variables
+        added to this process's."""
         self.name = name
         self.port = free_port()
         self.health_port = free_port()  # plain HTTP: /healthz, /readyz, /metrics
@@ -43,7 +47,8 @@ class ServerProcess:
         self.log = workdir / f"{name}.log"
         self._cpus = cpus
         self._tree = tree
-        self._args = [sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port),
+        self._environment = dict(environment or {})
+        self._args = [*launcher, sys.executable, "-m", *module_args, "--host", "127.0.0.1", "--port", str(self.port),
                       *(("--health-port", str(self.health_port)) if health_port else ())]
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -61,7 +66,7 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 self._args, cwd=self._tree, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=both(die_with_parent(), (lambda: os.sched_setaffinity(0, cpus)) if cpus else None),
-                env={**os.environ, "PYTHONUNBUFFERED": "1",
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self._environment,
                      **({"PYTHONPATH": str(self._tree)} if self._tree != ROOT else {})},
             )
         stop_group_at_exit(self.process)

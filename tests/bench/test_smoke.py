@@ -68,10 +68,10 @@ def test_a_run_needs_at_least_one_pair_of_windows(capsys: pytest.CaptureFixture[
 def test_one_dispatcher_runs_every_view(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.__main__ import main
 
-    assert main([]) == 2 and "bench profile [--mode {calls,overhead,parts,instructions}]" in capsys.readouterr().err
+    assert main([]) == 2 and "bench profile [--mode {calls,overhead,parts,instructions,served-instructions}]" in capsys.readouterr().err
     assert main(["profile", "--mode", "flame"]) == 2
-    assert "--mode must be one of calls, overhead, parts, instructions, not 'flame'" in capsys.readouterr().err
-    for mode in ("overhead", "parts", "instructions"):
+    assert "--mode must be one of calls, overhead, parts, instructions, served-instructions, not 'flame'" in capsys.readouterr().err
+    for mode in ("overhead", "parts", "instructions", "served-instructions"):
         with pytest.raises(SystemExit):
             main(["profile", f"--mode={mode}", "--help"])
         assert f"usage: python3 -m bench profile --mode {mode}" in capsys.readouterr().out
