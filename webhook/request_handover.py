@@ -2,7 +2,8 @@
 and its connection back to the loop once answered (``HandingOver``, mixed into
 ``webhook.connections.EventLoopWorker``).
 
-Three pools of threads, so that no kind of request can take the threads another needs:
+Three pools of threads, so that no kind of request can take the threads another needs, each
+handing a request to its thread that ran last (``webhook.warm_threads``):
 
 - the health port's own (``HEALTH_THREADS``): ``/healthz`` answers whatever the TLS port is doing;
 - the large-body threads, a quarter of the threads (at least one): bodies over a MiB (or
@@ -29,6 +30,7 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.http.unreader import SocketUnreader
 
 from webhook.request_arrival import BUSY, HEAD, IDLE
+from webhook.warm_threads import WarmestFirstPool
 
 if TYPE_CHECKING:
     from webhook.connections import Connection
@@ -83,7 +85,7 @@ class HandingOver:
         cfg: Any
         log: Any
         alive: bool
-        tpool: futures.ThreadPoolExecutor
+        tpool: futures.Executor
         method_queue: Any
         pending: OrderedDict[Connection, None]
         reading: OrderedDict[Connection, None]
@@ -102,10 +104,14 @@ class HandingOver:
         def handle_request(self, req: Any, conn: Any) -> bool: ...
         def handle_error(self, req: Any, client: Any, addr: Any, einfo: Any) -> None: ...
 
+    def get_thread_pool(self) -> WarmestFirstPool:
+        """gthread's pool (``tpool``), for the API server's reviews: the thread that ran last
+        takes the next request (``webhook.warm_threads``)."""
+        return WarmestFirstPool(self.cfg.threads, "request")
+
     def _start_pools(self, threads: int) -> None:
-        self.large_pool = futures.ThreadPoolExecutor(max_workers=max(1, threads // 4),
-                                                     thread_name_prefix="large-body")
-        self.health_pool = futures.ThreadPoolExecutor(max_workers=HEALTH_THREADS, thread_name_prefix="health")
+        self.large_pool = WarmestFirstPool(max(1, threads // 4), "large-body")
+        self.health_pool = WarmestFirstPool(HEALTH_THREADS, "health")
 
     def _stop_pools(self) -> None:
         self.large_pool.shutdown(wait=False)
@@ -127,6 +133,7 @@ class HandingOver:
         conn.dispatched = time.monotonic()
         conn.head, conn.scanned, conn.phase = bytearray(), 0, BUSY
         conn.chunked, conn.body_end = None, 0
+        pool: futures.Executor
         if large:
             pool = self.large_pool
         elif isinstance(conn.server, tuple) and conn.server[1] in self.plain_ports:
