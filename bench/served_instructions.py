@@ -12,8 +12,9 @@ of that out.
 The server runs under ``valgrind --tool=callgrind --trace-children=yes --separate-threads=yes
 --instr-atstart=no`` with ``PYTHONHASHSEED=0``; the worker's instrumentation is switched on
 once it is up. Kept-alive TLS clients (one connection, or eight) send the payloads round robin:
-a warm-up, then ``callgrind_control --zero`` on the worker, N requests, and ``callgrind_control
---dump``. Each file of the dump holds one thread's count since the zero: the worker's main
+a warm-up (which opens the connections the counted requests use again), then ``callgrind_control
+--zero`` on the worker, N requests, and ``callgrind_control --dump``. Each file of the dump holds
+one thread's count since the zero: the worker's main
 thread is its event loop, the others are the request threads and the writers.
 A request = the dump / N. Two runs of one tree differ by up to about 1 % (how requests fall
 into turns of the loop, and into the writers' batches, depends on timing). Needs valgrind.
@@ -44,7 +45,7 @@ from certs import authority
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACES = 50
-WARMUP = 64
+WARMUP = 64  # at least one request on every connection: each is opened (handshake) by the warm-up
 CONTROL_SECONDS = 120.0  # callgrind_control waits for the worker's next turn, slow under valgrind
 REQUEST_SECONDS = 120.0
 IDLE_SECONDS = 10
@@ -63,7 +64,7 @@ CASES = {case.name: case for case in (
     Case("validate-c1", "/validate", 1, 20),
     Case("validate-c8", "/validate", 8, 40),
     Case("mutate-c8", "/mutate", 8, 40),
-    Case("convert-c8", "/convert", 8, 2),
+    Case("convert-c8", "/convert", 8, 8),
 )}
 
 
@@ -114,16 +115,22 @@ def control(worker: int, *command: str) -> None:
         raise RuntimeError(f"callgrind_control {' '.join(command)} {worker} failed:\n{done.stdout}{done.stderr}")
 
 
-def send(server: ServerProcess, load: list[bodies.Payload], requests: int, connections: int) -> None:
-    """``requests`` requests over ``connections`` kept-alive connections in parallel, round robin."""
+def connect(server: ServerProcess, count: int) -> list[http.client.HTTPSConnection]:
+    """Kept-alive connections, opened by the warm-up and used again for the counted requests:
+    a TLS handshake costs the event loop about as much as a dozen requests."""
+    context = ssl.create_default_context(cafile=str(server.ca_file))
+    return [http.client.HTTPSConnection("127.0.0.1", server.port, timeout=REQUEST_SECONDS, context=context)
+            for _ in range(count)]
+
+
+def send(connections: list[http.client.HTTPSConnection], load: list[bodies.Payload], requests: int) -> None:
+    """``requests`` requests over the connections in parallel, round robin."""
     failures: list[str] = []
 
     def client(index: int) -> None:
-        connection = http.client.HTTPSConnection(
-            "127.0.0.1", server.port, timeout=REQUEST_SECONDS,
-            context=ssl.create_default_context(cafile=str(server.ca_file)))
+        connection = connections[index]
         try:
-            for number in range(index, requests, connections):
+            for number in range(index, requests, len(connections)):
                 payload = load[number % len(load)]
                 connection.request("POST", payload.path, payload.body, {"Content-Type": "application/json"})
                 reply = connection.getresponse()
@@ -133,10 +140,8 @@ def send(server: ServerProcess, load: list[bodies.Payload], requests: int, conne
                     return
         except (OSError, http.client.HTTPException) as error:
             failures.append(f"connection {index}: {error!r}")
-        finally:
-            connection.close()
 
-    threads = [threading.Thread(target=client, args=(index,)) for index in range(connections)]
+    threads = [threading.Thread(target=client, args=(index,)) for index in range(len(connections))]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -191,8 +196,13 @@ def measure(tree: Path, cases: Sequence[Case], rounds: int | None, log: Callable
                 for dump, case in enumerate(cases, start=1):
                     payloads = case_payloads(case.endpoint, cluster.target)
                     requests = (rounds or case.rounds) * len(payloads)
-                    send(server, payloads, WARMUP, case.connections)
-                    results[case.name] = counted(dump, requests, lambda: send(server, payloads, requests, case.connections))
+                    connections = connect(server, case.connections)
+                    try:
+                        send(connections, payloads, WARMUP)
+                        results[case.name] = counted(dump, requests, lambda: send(connections, payloads, requests))
+                    finally:
+                        for connection in connections:
+                            connection.close()
                     log(f"{case.name}: {results[case.name].per.total:,.0f} instructions per request (N = {requests})")
                 # what the worker does with no request at all: the share of the counts above
                 # that is time, not requests (the loop's turns, the writers' flushes)
