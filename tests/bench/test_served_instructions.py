@@ -50,7 +50,7 @@ def test_bad_arguments_are_refused_with_the_reason(argv: list[str], error: str, 
     assert exit_.value.code == 2 and error in capsys.readouterr().err
 
 
-def test_every_case_counts_whole_rounds_of_its_payloads() -> None:
+def test_the_cases_are_the_main_tables_endpoints_at_one_and_eight_connections() -> None:
     assert {name: (case.endpoint, case.connections) for name, case in CASES.items()} == {
         "validate-c1": ("/validate", 1), "validate-c8": ("/validate", 8), "mutate-c8": ("/mutate", 8),
         "convert-c8": ("/convert", 8)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,32 +127,39 @@ def test_panels_fit_the_grid_without_overlapping() -> None:
 def live_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """The series of a real ``serve`` (gunicorn, TLS, multi-process metrics) reading a cluster and
     a policy file, after one request of each kind: name -> the label names it carries."""
-    from testing.tls_server import serving
-
-    directory = tmp_path_factory.mktemp("dashboard")
-    with KubeAPI() as api:
-        kubeconfig = api.kubeconfig(directory / "kubeconfig")
-        policy = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
-        with serving(directory / "server", "--dev", "--kubeconfig", str(kubeconfig), "--policy-file", str(policy),
-                     "--workers", "1", "--threads", "4", "--no-audit-log") as server:
-            wait_until_ready(server)
-            denied = server.review("/validate", admission_review(mpijob(workers=1, slots=9)))
-            assert denied["allowed"] is False
-            mutated = server.review("/mutate", admission_review(mpijob()))
-            assert mutated["patchType"] == "JSONPatch"
-            status, converted = server.post_json("/convert", {
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-                "request": {"uid": "1", "desiredAPIVersion": "kubeflow.org/v1alpha2", "objects": [mpijob()]}})
-            assert status == 200 and converted["response"]["result"]["status"] == "Success"
-            status, _ = server.request("POST", "/validate", b"{not json", {"Content-Type": "application/json"})
-            assert status == 400
-            status, body = server.health_request("/metrics")  # the plain health port, as Prometheus scrapes
-            assert status == 200
+    with example_serve(tmp_path_factory.mktemp("dashboard"), workers=1) as server:
+        denied = server.review("/validate", admission_review(mpijob(workers=1, slots=9)))
+        assert denied["allowed"] is False
+        mutated = server.review("/mutate", admission_review(mpijob()))
+        assert mutated["patchType"] == "JSONPatch"
+        status, converted = server.post_json("/convert", {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "1", "desiredAPIVersion": "kubeflow.org/v1alpha2", "objects": [mpijob()]}})
+        assert status == 200 and converted["response"]["result"]["status"] == "Success"
+        status, _ = server.request("POST", "/validate", b"{not json", {"Content-Type": "application/json"})
+        assert status == 400
+        status, body = server.health_request("/metrics")  # the plain health port, as Prometheus scrapes
+        assert status == 200
     exported: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
             exported.setdefault(sample.name, set()).update(sample.labels)
     return exported
+
+
+@contextmanager
+def example_serve(directory: Path, *, workers: int) -> Iterator[Any]:
+    """A real ``serve`` (gunicorn, TLS, multi-process metrics) reading an in-test cluster and the
+    example policy file, ready, without an audit log."""
+    from testing.tls_server import serving
+
+    with KubeAPI() as api:
+        kubeconfig = api.kubeconfig(directory / "kubeconfig")
+        policy = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
+        with serving(directory / "server", "--dev", "--kubeconfig", str(kubeconfig), "--policy-file", str(policy),
+                     "--workers", str(workers), "--threads", "4", "--no-audit-log") as server:
+            wait_until_ready(server)
+            yield server
 
 
 def wait_until_ready(server: Any) -> None:

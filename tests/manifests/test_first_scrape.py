@@ -4,16 +4,14 @@ values they select, so a new pod's panels draw and ``rate()``/``increase()`` see
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import promql_parser
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from testing.kube_api_server import KubeAPI
 from tests.manifests.build import MANIFESTS
-from tests.manifests.test_dashboard import TARGET_LABELS, expressions, grouping, selectors, wait_until_ready
+from tests.manifests.test_dashboard import TARGET_LABELS, example_serve, expressions, grouping, selectors
 from webhook import metrics
 
 RULE_FILE = MANIFESTS / "overlays" / "monitoring" / "prometheusrule.yaml"
@@ -33,17 +31,9 @@ def first_scrape(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Lab
     """The series of a real ``serve`` (gunicorn, TLS, multi-process metrics, a cluster and the
     example policy file) scraped on its health port once it is ready and before any request:
     name -> the label sets of its samples."""
-    from testing.tls_server import serving
-
-    directory = tmp_path_factory.mktemp("first-scrape")
-    with KubeAPI() as api:
-        kubeconfig = api.kubeconfig(directory / "kubeconfig")
-        policy = Path(__file__).resolve().parents[2] / "examples" / "policy.yaml"
-        with serving(directory / "server", "--dev", "--kubeconfig", str(kubeconfig), "--policy-file", str(policy),
-                     "--workers", "2", "--threads", "4", "--no-audit-log") as server:
-            wait_until_ready(server)
-            status, body = server.health_request("/metrics")
-            assert status == 200
+    with example_serve(tmp_path_factory.mktemp("first-scrape"), workers=2) as server:
+        status, body = server.health_request("/metrics")
+        assert status == 200
     series: dict[str, list[Labels]] = {}
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
